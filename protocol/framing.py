@@ -1,0 +1,100 @@
+"""Size-prefixed frames and request/response headers.
+
+The server reads the header (api key, version, correlation id, client id) without touching the
+body, so it can refuse an unknown API or version, or answer ApiVersions at v0, before decoding.
+"""
+from __future__ import annotations
+
+import struct
+
+from .messages import APIS
+from .schema import DecodeError, _skip_tags
+
+SIZE = struct.Struct(">i")
+_HEADER_FIXED = struct.Struct(">hhih")
+_RESPONSE_V0 = struct.Struct(">ii")
+_RESPONSE_V1 = struct.Struct(">iiB")
+
+
+class RequestHeader:
+    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "header_version",
+                 "body_offset")
+
+    def __init__(self, api_key, api_version, correlation_id, client_id, header_version,
+                 body_offset):
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.header_version = header_version
+        self.body_offset = body_offset
+
+    def __repr__(self) -> str:
+        return (f"RequestHeader(api_key={self.api_key}, api_version={self.api_version}, "
+                f"correlation_id={self.correlation_id}, client_id={self.client_id!r})")
+
+
+def peek_request_header(frame) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id) of a frame body, or DecodeError if too short."""
+    if len(frame) < 8:
+        raise DecodeError(f"request header truncated: {len(frame)} bytes")
+    return struct.unpack_from(">hhi", frame, 0)
+
+
+def read_request_header(frame) -> RequestHeader:
+    """Decode the request header (v1 or v2, chosen by the API's flexible versions).
+
+    An unknown api key or version still yields the fixed fields with header v1 so the caller can
+    answer or close; the body offset is then only meaningful for known APIs.
+    """
+    if len(frame) < 10:
+        raise DecodeError(f"request header truncated: {len(frame)} bytes")
+    api_key, api_version, correlation_id, n = _HEADER_FIXED.unpack_from(frame, 0)
+    pos = 10
+    if n < 0:
+        client_id = None
+    else:
+        if n > len(frame) - pos:
+            raise DecodeError(f"request header client id of {n} bytes exceeds the frame")
+        client_id = str(frame[pos:pos + n], "utf-8", "replace")
+        pos += n
+    api = APIS.get(api_key)
+    header_version = 1
+    if api is not None and api_version >= api.first_flexible:
+        header_version = 2
+        if pos >= len(frame):
+            raise DecodeError("request header v2 truncated before its tagged fields")
+        if frame[pos] == 0:
+            pos += 1
+        else:
+            pos = _skip_tags(frame, pos, len(frame), "request header")
+    return RequestHeader(api_key, api_version, correlation_id, client_id, header_version, pos)
+
+
+def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
+                   request) -> bytes:
+    """A whole size-prefixed request frame (used by tests and benchmarks acting as clients)."""
+    api = APIS[api_key]
+    body = request.encode(api_version)
+    cid = b"\xff\xff" if client_id is None else struct.pack(">h", len(client_id.encode())) + \
+        client_id.encode()
+    header = struct.pack(">hhi", api_key, api_version, correlation_id) + cid
+    if api.request_header_version(api_version) >= 2:
+        header += b"\x00"
+    return SIZE.pack(len(header) + len(body)) + header + body
+
+
+def response_header(correlation_id: int, header_version: int, body_size: int) -> bytes:
+    """Size prefix plus response header for a body of body_size bytes."""
+    if header_version == 0:
+        return _RESPONSE_V0.pack(body_size + 4, correlation_id)
+    return _RESPONSE_V1.pack(body_size + 5, correlation_id, 0)
+
+
+def read_response_header(frame, header_version: int) -> tuple[int, int]:
+    """(correlation_id, body offset) of a response frame body (without its size prefix)."""
+    (correlation_id,) = struct.unpack_from(">i", frame, 0)
+    pos = 4
+    if header_version >= 1:
+        pos = 5 if frame[4] == 0 else _skip_tags(frame, 4, len(frame), "response header")
+    return correlation_id, pos
