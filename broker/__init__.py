@@ -1,0 +1,1 @@
+"""The broker: asyncio server, API handlers, partition logs and the group coordinator."""

@@ -1,0 +1,58 @@
+"""One handler module per Kafka API: decode -> call a component -> encode.
+
+Each module defines ``NAME`` (Kafka's API name), ``VERSIONS`` (the range we advertise) and
+``handle(broker, ctx, request, respond)``. This registry is the one coherent set of versions
+that ApiVersions advertises: kafka-python infers the broker's version from these maxima.
+"""
+from __future__ import annotations
+
+import importlib
+
+from protocol.messages import API_BY_NAME, ApiVersionsResponse
+
+API_VERSIONS_KEY = 18
+
+_MODULES = [
+    "produce", "fetch", "list_offsets", "metadata", "find_coordinator", "api_versions",
+    "create_topics", "delete_topics", "init_producer_id", "describe_configs",
+    "create_partitions", "describe_cluster",
+]
+
+
+class ApiHandler:
+    __slots__ = ("name", "key", "min_version", "max_version", "handle", "request", "response",
+                 "api")
+
+    def __init__(self, name: str, versions: tuple[int, int], handle) -> None:
+        self.api = API_BY_NAME[name]
+        self.name = name
+        self.key = self.api.key
+        self.min_version, self.max_version = versions
+        self.handle = handle
+        self.request = self.api.request
+        self.response = self.api.response
+
+    def response_header_version(self, version: int) -> int:
+        return self.api.response_header_version(version)
+
+
+def _register(handler: ApiHandler) -> None:
+    HANDLERS[handler.key] = handler
+
+
+HANDLERS: dict[int, ApiHandler] = {}
+
+
+def api_version_entries() -> list:
+    Entry = ApiVersionsResponse.ApiVersion
+    return [Entry(api_key=h.key, min_version=h.min_version, max_version=h.max_version)
+            for h in sorted(HANDLERS.values(), key=lambda h: h.key)]
+
+
+for _name in _MODULES:
+    _module = importlib.import_module(f"{__name__}.{_name}")
+    _register(ApiHandler(_module.NAME, _module.VERSIONS, _module.handle))
+_groups = importlib.import_module(f"{__name__}.groups")
+for _api_name, _versions, _method in _groups.ENTRIES:
+    _register(ApiHandler(_api_name, _versions, _groups.route(_method)))
+

@@ -1,0 +1,102 @@
+"""CreateTopics: validate names, partition counts, replication factor and configs, then create."""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.messages import CreateTopicsResponse
+
+from ..topics import validate_topic_config, validate_topic_name
+
+NAME = "CreateTopics"
+VERSIONS = (2, 7)
+
+Result = CreateTopicsResponse.CreatableTopicResult
+ConfigEntry = CreateTopicsResponse.CreatableTopicConfigs
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_DEFAULT = 5
+
+
+def _check(broker, topic) -> tuple[int, str | None, int]:
+    """(error, message, partitions) for one requested topic."""
+    name = topic.name
+    problem = validate_topic_name(name)
+    if problem:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, problem, 0
+    if broker.topics.get(name) is not None:
+        return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.", 0
+    if topic.assignments:
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            return (ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and "
+                    "replicasAssignments were set. Both cannot be used at the same time.", 0)
+        for a in topic.assignments:
+            if a.broker_ids != [broker.node_id]:
+                return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Replica assignment {a.broker_ids} names brokers other than "
+                        f"{broker.node_id}", 0)
+        indexes = sorted(a.partition_index for a in topic.assignments)
+        if indexes != list(range(len(indexes))):
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions should be 0..n-1", 0
+        partitions = len(indexes)
+    else:
+        partitions = topic.num_partitions
+        if partitions == -1:
+            partitions = broker.config["num.partitions"]
+        if partitions <= 0:
+            return (ErrorCode.INVALID_PARTITIONS,
+                    "Number of partitions was set to an invalid non-positive value.", 0)
+        rf = topic.replication_factor
+        if rf == 0 or rf < -1:
+            return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                    "Replication factor must be larger than 0, or -1 to use the default value.",
+                    0)
+        if rf > 1:
+            return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"Unable to replicate the partition {rf} time(s): The target replication "
+                    "factor of " f"{rf} cannot be reached because only 1 broker(s) are "
+                    "registered.", 0)
+    seen = set()
+    for c in topic.configs:
+        if c.name in seen:
+            return ErrorCode.INVALID_REQUEST, f"Duplicate config {c.name}", 0
+        seen.add(c.name)
+        if c.name not in broker.topics.defaults:
+            return ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}", 0
+        problem = validate_topic_config(c.name, c.value)
+        if problem:
+            return ErrorCode.INVALID_CONFIG, problem, 0
+    return ErrorCode.NONE, None, partitions
+
+
+def handle(broker, ctx, request, respond) -> None:
+    results = []
+    seen: dict[str, int] = {}
+    for topic in request.topics:
+        seen[topic.name] = seen.get(topic.name, 0) + 1
+    for topic in request.topics:
+        if seen[topic.name] > 1:
+            results.append(Result(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
+                                  error_message="Create topics request from client "
+                                  f"`{ctx.client_id}` contains multiple entries for the "
+                                  f"following topics: {topic.name}", num_partitions=-1,
+                                  replication_factor=-1, configs=None))
+            continue
+        error, message, partitions = _check(broker, topic)
+        if error:
+            results.append(Result(name=topic.name, error_code=error, error_message=message,
+                                  num_partitions=-1, replication_factor=-1, configs=None))
+            continue
+        configs = {c.name: c.value for c in topic.configs if c.value is not None}
+        topic_id = None
+        if not request.validate_only:
+            created = broker.topics.create(topic.name, partitions, configs)
+            topic_id = created.topic_id
+            broker.on_topic_created(created, reason="CreateTopics")
+        entries = [ConfigEntry(name=n, value=configs.get(n, d), read_only=False,
+                               config_source=SOURCE_DYNAMIC_TOPIC if n in configs else
+                               SOURCE_DEFAULT, is_sensitive=False)
+                   for n, (d, _) in sorted(broker.topics.defaults.items())]
+        result = Result(name=topic.name, error_code=ErrorCode.NONE, error_message=None,
+                        num_partitions=partitions, replication_factor=1, configs=entries)
+        if topic_id is not None:
+            result.topic_id = topic_id
+        results.append(result)
+    respond(CreateTopicsResponse(topics=results))

@@ -1,0 +1,89 @@
+"""DescribeConfigs: topic configs (explicit and defaults) and this broker's settings."""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.messages import DescribeConfigsResponse
+
+from ..config import SETTINGS
+from ..topics import INT_TOPIC_CONFIGS
+
+NAME = "DescribeConfigs"
+VERSIONS = (1, 4)
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_LIST = 1, 2, 3, 5, 7
+
+Result = DescribeConfigsResponse.DescribeConfigsResult
+Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
+Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
+
+
+def _topic_entries(broker, topic, keys, synonyms: bool):
+    out = []
+    for name, (default, broker_name) in sorted(broker.topics.defaults.items()):
+        if keys is not None and name not in keys:
+            continue
+        explicit = topic.configs.get(name)
+        source = SOURCE_DYNAMIC_TOPIC if explicit is not None else SOURCE_DEFAULT
+        syn = []
+        if synonyms:
+            if explicit is not None:
+                syn.append(Synonym(name=name, value=explicit, source=SOURCE_DYNAMIC_TOPIC))
+            syn.append(Synonym(name=broker_name, value=default, source=SOURCE_DEFAULT))
+        out.append(Entry(name=name, value=explicit if explicit is not None else default,
+                         read_only=False, config_source=source, is_sensitive=False,
+                         synonyms=syn,
+                         config_type=TYPE_LONG if name in INT_TOPIC_CONFIGS else TYPE_STRING,
+                         documentation=None))
+    return out
+
+
+def _broker_entries(broker, keys):
+    out = []
+    for name, setting in sorted(SETTINGS.items()):
+        if keys is not None and name not in keys:
+            continue
+        value = broker.config[name]
+        text = None if value is None else (str(value).lower() if isinstance(value, bool)
+                                           else str(value))
+        ctype = TYPE_BOOLEAN if setting.parse.__name__ == "_bool" else \
+            TYPE_INT if setting.parse is int else TYPE_STRING
+        source = SOURCE_DEFAULT if value == setting.default else SOURCE_STATIC_BROKER
+        out.append(Entry(name=name, value=text, read_only=True, config_source=source,
+                         is_sensitive=False, synonyms=[], config_type=ctype,
+                         documentation=setting.doc))
+    return out
+
+
+def handle(broker, ctx, request, respond) -> None:
+    results = []
+    for res in request.resources:
+        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        if res.resource_type == TOPIC:
+            topic = broker.topics.get(res.resource_name)
+            if topic is None:
+                results.append(Result(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                      error_message=f"Topic {res.resource_name} does not exist",
+                                      resource_type=TOPIC, resource_name=res.resource_name,
+                                      configs=[]))
+                continue
+            configs = _topic_entries(broker, topic, keys, request.include_synonyms)
+        elif res.resource_type == BROKER:
+            if res.resource_name not in ("", str(broker.node_id)):
+                results.append(Result(error_code=ErrorCode.INVALID_REQUEST,
+                                      error_message=f"Unexpected broker id {res.resource_name}",
+                                      resource_type=BROKER, resource_name=res.resource_name,
+                                      configs=[]))
+                continue
+            configs = _broker_entries(broker, keys)
+        else:
+            results.append(Result(error_code=ErrorCode.INVALID_REQUEST,
+                                  error_message=f"Unsupported resource type {res.resource_type}",
+                                  resource_type=res.resource_type,
+                                  resource_name=res.resource_name, configs=[]))
+            continue
+        results.append(Result(error_code=ErrorCode.NONE, error_message=None,
+                              resource_type=res.resource_type, resource_name=res.resource_name,
+                              configs=configs))
+    respond(DescribeConfigsResponse(results=results))

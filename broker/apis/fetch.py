@@ -1,0 +1,74 @@
+"""Fetch: read whole batches from each partition; long-poll through the fetch purgatory.
+
+No fetch sessions: every response carries session id 0, which tells clients to send full
+requests (as against a Kafka broker with the session cache disabled).
+"""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.messages import FetchResponse
+
+from ..log import OffsetOutOfRange
+
+NAME = "Fetch"
+VERSIONS = (4, 12)
+
+TopicData = FetchResponse.FetchableTopicResponse
+PartitionData = FetchResponse.PartitionData
+EMPTY = b""
+
+
+def read(broker, request) -> tuple[list, int, bool]:
+    """Read every requested partition: (topic responses, record bytes, any partition error)."""
+    topics = broker.topics
+    remaining = request.max_bytes
+    total = 0
+    errors = False
+    uncommitted = request.isolation_level == 0
+    out = []
+    for ft in request.topics:
+        topic = topics.get(ft.topic)
+        parts = []
+        for fp in ft.partitions:
+            index = fp.partition
+            if topic is None or not 0 <= index < len(topic.partitions):
+                errors = True
+                parts.append(PartitionData(
+                    partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                    aborted_transactions=None if uncommitted else [],
+                    preferred_read_replica=-1, records=EMPTY))
+                continue
+            log = topic.partitions[index].log
+            hw = log.log_end_offset
+            error = ErrorCode.NONE
+            records = EMPTY
+            try:
+                limit = min(fp.partition_max_bytes, remaining)
+                records = log.read(fp.fetch_offset, limit, min_one_message=total == 0)
+            except OffsetOutOfRange:
+                error = ErrorCode.OFFSET_OUT_OF_RANGE
+                errors = True
+            size = len(records)
+            total += size
+            remaining = max(0, remaining - size)
+            parts.append(PartitionData(
+                partition_index=index, error_code=error, high_watermark=hw,
+                last_stable_offset=hw, log_start_offset=log.log_start_offset,
+                aborted_transactions=None if uncommitted else [], preferred_read_replica=-1,
+                records=records))
+        out.append(TopicData(topic=ft.topic, partitions=parts))
+    return out, total, errors
+
+
+def handle(broker, ctx, request, respond) -> None:
+    if request.session_id != 0 or request.session_epoch not in (-1, 0):
+        respond(FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                              session_id=0, responses=[]))
+        return
+    responses, total, errors = read(broker, request)
+    if total >= request.min_bytes or errors or request.max_wait_ms <= 0 or not request.topics:
+        broker.metrics.fetched(responses)
+        respond(FetchResponse(error_code=ErrorCode.NONE, session_id=0, responses=responses))
+        return
+    broker.fetches.wait(request, respond)

@@ -1,0 +1,43 @@
+"""FindCoordinator: every group's coordinator shard lives in this broker.
+
+The shard is abs(java_hashcode(group_id)) % offsets.topic.num.partitions; the answer is always
+this node. Transaction coordinators (key type 1) do not exist here.
+"""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.messages import FindCoordinatorResponse
+
+NAME = "FindCoordinator"
+VERSIONS = (0, 6)
+
+GROUP, TRANSACTION = 0, 1
+Coordinator = FindCoordinatorResponse.Coordinator
+
+
+def _answer(broker, ctx, key: str, key_type: int) -> tuple[int, str | None]:
+    if key_type != GROUP:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported"
+    if not key:
+        return ErrorCode.INVALID_REQUEST, "group id must not be empty"
+    return ErrorCode.NONE, None
+
+
+def handle(broker, ctx, request, respond) -> None:
+    host, port = broker.advertised(ctx.listener)
+    node = broker.node_id
+    if ctx.api_version < 4:
+        error, message = _answer(broker, ctx, request.key, request.key_type)
+        ok = error == ErrorCode.NONE
+        respond(FindCoordinatorResponse(
+            error_code=error, error_message=message, node_id=node if ok else -1,
+            host=host if ok else "", port=port if ok else -1))
+        return
+    coordinators = []
+    for key in request.coordinator_keys:
+        error, message = _answer(broker, ctx, key, request.key_type)
+        ok = error == ErrorCode.NONE
+        coordinators.append(Coordinator(key=key, node_id=node if ok else -1,
+                                        host=host if ok else "", port=port if ok else -1,
+                                        error_code=error, error_message=message))
+    respond(FindCoordinatorResponse(coordinators=coordinators))

@@ -1,0 +1,90 @@
+"""The broker: wires config, topics, the group coordinator, the timer and the server together."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import structlog
+
+from .config import BrokerConfig
+from .fetch_purgatory import FetchPurgatory
+from .metrics import Metrics
+from .server import Server
+from .timer import AsyncioTimerDriver
+from .topics import OFFSETS_TOPIC, TopicManager
+
+log = structlog.get_logger("broker")
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config["node.id"]
+        self.cluster_id = config["cluster.id"]
+        self.debug = config["log.level"] == "debug"
+        self.clock = wall_clock_ms
+        self.metrics = Metrics(self)
+        self.timer_driver = AsyncioTimerDriver(self.clock)
+        self.timer = self.timer_driver.timer
+        self.topics = TopicManager(config, config["log.dirs"])
+        self.server = Server(self)
+        self.next_producer_id = 1000
+        self.ready = False
+        self.fetches = FetchPurgatory(self)
+        self.coordinator = None
+
+    def advertised(self, listener: str) -> tuple[str, int]:
+        """(host, port) clients should use for this broker when connected via listener."""
+        host, port = self.config.advertised[listener]
+        if port == 0:  # bound to an ephemeral port: advertise what we got
+            port = self.server.bound[listener][1]
+        return host, port
+
+    async def start(self) -> None:
+        self.timer_driver.start(asyncio.get_running_loop())
+        self.topics.load()
+        if self.topics.get(OFFSETS_TOPIC) is None:
+            self.topics.create(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"],
+                               {"cleanup.policy": "compact", "segment.bytes": "104857600"},
+                               internal=True)
+        self.next_producer_id = max(self.next_producer_id, self._max_producer_id() + 1)
+        await self.server.start()
+        await self.metrics.serve()
+        self.ready = True
+        log.info("broker started", node_id=self.node_id,
+                 listeners={n: f"{h}:{p}" for n, (h, p) in self.server.bound.items()},
+                 data_dir=self.config["log.dirs"] or "(in-memory)")
+
+    def on_topic_created(self, topic, reason: str) -> None:
+        log.info("topic created", topic=topic.name, partitions=len(topic.partitions),
+                 reason=reason)
+
+    def delete_topic(self, name: str) -> None:
+        self.topics.delete(name)
+        log.info("topic deleted", topic=name)
+
+    def _max_producer_id(self) -> int:
+        highest = -1
+        for topic in self.topics.topics.values():
+            for partition in topic.partitions:
+                if partition.producers.producers:
+                    highest = max(highest, max(partition.producers.producers))
+        return highest
+
+    def allocate_producer_id(self) -> int:
+        pid = self.next_producer_id
+        self.next_producer_id += 1
+        return pid
+
+    async def stop(self) -> None:
+        self.ready = False
+        await self.server.stop()
+        self.fetches.complete_all()
+        self.timer_driver.stop()
+        self.metrics.stop()
+        self.topics.close()
+        log.info("broker stopped")

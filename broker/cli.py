@@ -1,0 +1,122 @@
+"""Command line: ``kbroker [options]`` starts the broker; ``kbroker healthcheck`` asks a running
+broker a real Kafka question (ApiVersions) and exits 0 if it answers."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import struct
+import sys
+
+from .config import SETTINGS, BrokerConfig, ConfigError, read_config_file, read_environment
+
+
+def _settings_help() -> str:
+    lines = ["settings (use --override name=value, a --config file, or KBROKER_NAME env vars):"]
+    for s in SETTINGS.values():
+        lines.append(f"  {s.name} (default {s.default!r}): {s.doc}")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kbroker", description="A Kafka-compatible broker for local development and tests.",
+        epilog=_settings_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", help="a .properties or .toml file of settings")
+    p.add_argument("--host", help="bind host of the PLAINTEXT listener (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port of the PLAINTEXT listener (default 9092)")
+    p.add_argument("--listeners", help="NAME://host:port,... (listeners)")
+    p.add_argument("--advertised-listeners", help="NAME://host:port,... (advertised.listeners)")
+    p.add_argument("--data-dir", help="store logs here (log.dirs); default: in memory")
+    p.add_argument("--node-id", type=int, help="node.id (default 1)")
+    p.add_argument("--metrics-port", type=int, help="metrics.port (0 turns it off)")
+    p.add_argument("--log-format", choices=["auto", "console", "json"], help="log.format")
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
+                   help="log.level")
+    p.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
+                   help="any setting by Kafka's name; repeatable")
+    p.add_argument("command", nargs="?", choices=["start", "healthcheck"], default="start")
+    return p
+
+
+def resolve_config(args, environ=os.environ) -> BrokerConfig:
+    values: dict[str, object] = {}
+    if args.config:
+        values.update(read_config_file(args.config))
+    values.update(read_environment(environ))
+    if args.host is not None or args.port is not None:
+        host = args.host if args.host is not None else "127.0.0.1"
+        port = args.port if args.port is not None else 9092
+        values["listeners"] = f"PLAINTEXT://{host}:{port}"
+    flags = {"listeners": args.listeners, "advertised.listeners": args.advertised_listeners,
+             "log.dirs": args.data_dir, "node.id": args.node_id,
+             "metrics.port": args.metrics_port, "log.format": args.log_format,
+             "log.level": args.log_level}
+    values.update({k: v for k, v in flags.items() if v is not None})
+    for item in args.override:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--override expects name=value, got {item!r}")
+        values[name.strip()] = value.strip()
+    return BrokerConfig(values)
+
+
+async def _run(config: BrokerConfig) -> int:
+    from .broker import Broker
+    broker = Broker(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await broker.start()
+    await stop.wait()
+    await broker.stop()
+    return 0
+
+
+def healthcheck(config: BrokerConfig) -> int:
+    """Send ApiVersions v0 to the first listener and check the answer."""
+    _name, host, port = config.listeners[0]
+    host = host if host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+    request = struct.pack(">hhih", 18, 0, 1, 11) + b"healthcheck"
+    try:
+        with socket.create_connection((host, port), timeout=5) as sock:
+            sock.sendall(struct.pack(">i", len(request)) + request)
+            header = sock.recv(4, socket.MSG_WAITALL)
+            (size,) = struct.unpack(">i", header)
+            body = sock.recv(size, socket.MSG_WAITALL)
+            correlation_id, error = struct.unpack_from(">ih", body)
+    except (OSError, struct.error) as exc:
+        print(f"unhealthy: {exc}", file=sys.stderr)
+        return 1
+    if correlation_id != 1 or error != 0:
+        print(f"unhealthy: ApiVersions answered error {error}", file=sys.stderr)
+        return 1
+    print("healthy")
+    return 0
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = resolve_config(args)
+    except ConfigError as exc:
+        print(f"kbroker: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "healthcheck":
+        return healthcheck(config)
+    from .logging import configure_logging
+    configure_logging(config["log.format"], config["log.level"])
+    try:
+        import uvloop
+    except ImportError:
+        uvloop = None
+    if uvloop is not None:
+        return uvloop.run(_run(config))
+    return asyncio.run(_run(config))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""Broker settings by Kafka's names, with Kafka's defaults unless a dev stand-in needs otherwise.
+
+Sources, later ones winning: built-in defaults, a properties or TOML file (``--config``),
+environment variables (``KBROKER_LOG_RETENTION_MS`` or Kafka-image style ``KAFKA_LOG_RETENTION_MS``),
+then the command line (``--port``, ``--data-dir``, ``--override name=value``, ...).
+Unknown names and bad values are refused with a message naming them.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import tomllib
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+
+class ConfigError(ValueError):
+    """A setting with an unknown name or a bad value."""
+
+
+def _bool(value) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+def _str(value) -> str:
+    return str(value)
+
+
+def _opt_str(value):
+    return None if value is None or str(value) == "" else str(value)
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    parse: object
+    default: object
+    doc: str
+
+
+SETTINGS: dict[str, Setting] = {s.name: s for s in [
+    Setting("node.id", int, 1, "This broker's node id, reported in Metadata and FindCoordinator."),
+    Setting("cluster.id", _str, "kbroker-cluster-0001", "Cluster id reported to clients."),
+    Setting("listeners", _str, "PLAINTEXT://127.0.0.1:9092",
+            "Comma-separated NAME://host:port listeners to bind (host empty or 0.0.0.0 = all)."),
+    Setting("advertised.listeners", _opt_str, None,
+            "NAME://host:port per listener as clients should reach it (default: listeners)."),
+    Setting("log.dirs", _opt_str, None,
+            "Data directory; unset = in-memory storage (nothing on disk)."),
+    Setting("num.partitions", int, 1, "Partitions of an auto-created topic."),
+    Setting("default.replication.factor", int, 1, "Only 1 is possible on a single broker."),
+    Setting("auto.create.topics.enable", _bool, True, "Create topics on Metadata requests."),
+    Setting("delete.topic.enable", _bool, True, "Allow DeleteTopics."),
+    Setting("message.max.bytes", int, 1048588, "Largest record batch accepted (per topic: max.message.bytes)."),
+    Setting("socket.request.max.bytes", int, 104857600, "Largest request frame; larger closes the connection."),
+    Setting("max.connections", int, 1000, "Connections accepted at once; more are closed on accept."),
+    Setting("queued.max.requests", int, 500,
+            "Requests in flight per connection before the broker stops reading from it."),
+    Setting("log.retention.ms", int, 604800000, "Default retention.ms of topics (-1 = forever)."),
+    Setting("log.retention.bytes", int, -1, "Default retention.bytes per partition (-1 = unlimited)."),
+    Setting("log.segment.bytes", int, 1073741824, "Segment file size before rolling (with log.dirs)."),
+    Setting("log.roll.ms", int, 604800000, "Segment age before rolling (with log.dirs)."),
+    Setting("log.flush.interval.messages", int, 9223372036854775807,
+            "fsync after this many messages (Kafka's default: never, rely on the OS page cache)."),
+    Setting("log.flush.interval.ms", int, -1, "fsync at most this long after a write (-1 = never)."),
+    Setting("log.retention.check.interval.ms", int, 300000, "How often retention runs."),
+    Setting("log.message.timestamp.type", _str, "CreateTime", "CreateTime or LogAppendTime."),
+    Setting("offsets.topic.num.partitions", int, 50, "Partitions of __consumer_offsets = coordinator shards."),
+    Setting("offsets.retention.minutes", int, 10080, "Committed offsets of empty groups expire after this."),
+    Setting("offsets.retention.check.interval.ms", int, 600000, "How often offset expiry runs."),
+    Setting("offset.metadata.max.bytes", int, 4096, "Largest commit metadata string."),
+    Setting("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a member may ask for."),
+    Setting("group.max.session.timeout.ms", int, 1800000, "Largest session timeout a member may ask for."),
+    Setting("group.initial.rebalance.delay.ms", int, 0,
+            "Wait before the first rebalance of an empty group (Kafka: 3000; its dev configs: 0)."),
+    Setting("group.max.size", int, 2147483647, "Most members in one group."),
+    Setting("metrics.port", int, 9404, "HTTP port for /metrics, /health and /ready (0 = off)."),
+    Setting("metrics.host", _str, "127.0.0.1", "Address the metrics endpoint binds."),
+    Setting("log.format", _str, "auto", "auto (console on a terminal, JSON otherwise), console or json."),
+    Setting("log.level", _str, "info", "debug, info, warning or error."),
+]}
+
+# environment names that Kafka's container images use for a different setting name
+ENV_ALIASES = {"KAFKA_LOG_DIR": "log.dirs", "KAFKA_DATA_DIR": "log.dirs"}
+
+
+def parse_listeners(text: str) -> list[tuple[str, str, int]]:
+    """'NAME://host:port,...' -> [(name, host, port)]."""
+    out = []
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        parts = urlsplit(item if "://" in item else "PLAINTEXT://" + item)
+        if parts.port is None:
+            raise ConfigError(f"listener {item!r} has no port")
+        out.append((parts.scheme.upper(), parts.hostname or "", parts.port))
+    if not out:
+        raise ConfigError("no listeners configured")
+    names = [n for n, _, _ in out]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"listener names must be unique: {text!r}")
+    return out
+
+
+class BrokerConfig:
+    """Resolved settings; read with ``config["log.retention.ms"]``."""
+
+    def __init__(self, values: dict[str, object] | None = None) -> None:
+        self.values = {name: s.default for name, s in SETTINGS.items()}
+        for name, value in (values or {}).items():
+            self.set(name, value)
+        self.validate()
+
+    def set(self, name: str, value) -> None:
+        setting = SETTINGS.get(name)
+        if setting is None:
+            raise ConfigError(f"unknown setting {name!r} (see --help for the list)")
+        try:
+            self.values[name] = setting.parse(value)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"bad value {value!r} for {name}: {exc}") from None
+
+    def __getitem__(self, name: str):
+        return self.values[name]
+
+    def validate(self) -> None:
+        self.listeners = parse_listeners(self["listeners"])
+        advertised = self["advertised.listeners"]
+        self.advertised = {n: (h, p) for n, h, p in parse_listeners(advertised)} if advertised \
+            else {}
+        for name, host, port in self.listeners:
+            if name not in self.advertised:
+                self.advertised[name] = (host if host not in ("", "0.0.0.0", "::") else
+                                         "localhost", port)
+        unknown = set(self.advertised) - {n for n, _, _ in self.listeners}
+        if unknown:
+            raise ConfigError(f"advertised.listeners names no listener: {sorted(unknown)}")
+        if self["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
+            raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
+        if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
+            raise ConfigError("group.min.session.timeout.ms exceeds group.max.session.timeout.ms")
+        for name in ("num.partitions", "offsets.topic.num.partitions", "socket.request.max.bytes",
+                     "message.max.bytes", "queued.max.requests", "max.connections"):
+            if self[name] < 1:
+                raise ConfigError(f"{name} must be at least 1, got {self[name]}")
+
+
+def read_config_file(path: str) -> dict[str, object]:
+    """A Kafka-style .properties file or a TOML file (flat keys or one [broker] table)."""
+    text = pathlib.Path(path).read_text()
+    if path.endswith(".toml"):
+        data = tomllib.loads(text)
+        data = data.get("broker", data)
+        return {k: v for k, v in data.items()}
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise ConfigError(f"{path}: line {line!r} is not name=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def read_environment(environ=os.environ) -> dict[str, object]:
+    """KBROKER_X_Y / KAFKA_X_Y -> x.y for every known setting (and a few image aliases)."""
+    by_env = {}
+    for name in SETTINGS:
+        suffix = name.upper().replace(".", "_")
+        by_env["KBROKER_" + suffix] = name
+        by_env["KAFKA_" + suffix] = name
+    by_env.update(ENV_ALIASES)
+    out = {}
+    for key, value in environ.items():
+        name = by_env.get(key)
+        if name is not None:
+            out[name] = value
+    return out

@@ -1,0 +1,271 @@
+"""The asyncio listener and connections: framing, pipelining, limits, ordered responses.
+
+Each connection reads size-prefixed frames, decodes the header, refuses what it cannot serve and
+hands the request to its API handler with a ``respond`` callback. Handlers may answer at once or
+later (delayed operations); responses are written strictly in request order. A connection with
+``queued.max.requests`` requests in flight stops reading until one completes, like Kafka's muted
+channels. A malformed frame closes only its own connection, with one log line saying why.
+"""
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+
+import structlog
+
+from protocol.framing import read_request_header, response_header
+from protocol.messages import ApiVersionsResponse
+from protocol.schema import DecodeError
+
+from . import apis
+
+log = structlog.get_logger("broker.server")
+
+_SIZE = struct.Struct(">i")
+UNSUPPORTED_VERSION = 35
+
+
+class RequestContext:
+    """What a handler knows of the request beyond its body."""
+
+    __slots__ = ("header", "api_version", "client_id", "client_host", "listener", "connection",
+                 "received_at")
+
+    def __init__(self, header, client_host, listener, connection, received_at):
+        self.header = header
+        self.api_version = header.api_version
+        self.client_id = header.client_id or ""
+        self.client_host = client_host
+        self.listener = listener
+        self.connection = connection
+        self.received_at = received_at
+
+
+class _Slot:
+    """One request's place in the connection's response order."""
+
+    __slots__ = ("done", "chunks", "api", "version", "started")
+
+    def __init__(self, api, version, started):
+        self.done = False
+        self.chunks = None
+        self.api = api
+        self.version = version
+        self.started = started
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, broker, listener: str) -> None:
+        self.broker = broker
+        self.listener = listener
+        self.config = broker.config
+        self.max_frame = broker.config["socket.request.max.bytes"]
+        self.max_in_flight = broker.config["queued.max.requests"]
+        self.transport = None
+        self.peer = "?"
+        self.client_host = ""
+        self.buffer = bytearray()
+        self.pending: list[_Slot] = []
+        self.closed = False
+        self.reading_paused = False
+        self.writing_paused = False
+
+    # -- asyncio callbacks
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.client_host = peer[0]
+            self.peer = f"{peer[0]}:{peer[1]}"
+        server = self.broker.server
+        if len(server.connections) >= self.config["max.connections"]:
+            log.warning("connection refused", peer=self.peer, reason="max.connections reached",
+                        limit=self.config["max.connections"])
+            self.closed = True
+            transport.abort()
+            return
+        server.connections.add(self)
+        self.broker.metrics.connection_opened()
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        if self in self.broker.server.connections:
+            self.broker.server.connections.discard(self)
+            self.broker.metrics.connection_closed()
+        self.pending.clear()
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.broker.metrics.bytes_in(len(data))
+        buf = self.buffer
+        buf += data
+        pos = 0
+        n = len(buf)
+        while n - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 0 or size > self.max_frame:
+                self.close(f"frame size {size} outside 0..socket.request.max.bytes "
+                           f"({self.max_frame})")
+                return
+            if n - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4:pos + 4 + size])
+            pos += 4 + size
+            self.handle_frame(frame)
+            if self.closed:
+                return
+        if pos:
+            del buf[:pos]
+
+    # -- requests
+
+    def handle_frame(self, frame: bytes) -> None:
+        received = time.monotonic()
+        try:
+            header = read_request_header(frame)
+        except DecodeError as exc:
+            self.close(f"malformed request header: {exc}")
+            return
+        handler = apis.HANDLERS.get(header.api_key)
+        if handler is None:
+            self.close(f"unknown api key {header.api_key}")
+            return
+        version = header.api_version
+        if not handler.min_version <= version <= handler.max_version:
+            if header.api_key == apis.API_VERSIONS_KEY:
+                # answer with a v0 body listing our ranges so the client retries with one we have
+                body = ApiVersionsResponse(error_code=UNSUPPORTED_VERSION,
+                                           api_keys=apis.api_version_entries()).encode(0)
+                slot = _Slot(handler, 0, received)
+                self.pending.append(slot)
+                self._complete(slot, header.correlation_id, 0, [body])
+                return
+            self.close(f"unsupported version {version} of {handler.name} (api key "
+                       f"{header.api_key}; we serve {handler.min_version}-{handler.max_version})")
+            return
+        try:
+            request = handler.request.decode(frame, version, header.body_offset)
+        except DecodeError as exc:
+            self.close(f"malformed {handler.name} v{version} request: {exc}")
+            return
+        ctx = RequestContext(header, self.client_host, self.listener, self, received)
+        slot = _Slot(handler, version, received)
+        self.pending.append(slot)
+        self._update_reading()
+        correlation_id = header.correlation_id
+        header_version = handler.response_header_version(version)
+        response_cls = handler.response
+
+        def respond(response) -> None:
+            if slot.done:
+                raise RuntimeError(f"{handler.name} answered twice")
+            if response is None:  # e.g. Produce with acks=0: no response at all
+                self._complete(slot, correlation_id, header_version, None)
+                return
+            assert type(response) is response_cls, (type(response), response_cls)
+            chunks: list = []
+            response.encode_into(version, chunks.append)
+            self._complete(slot, correlation_id, header_version, chunks)
+
+        if self.broker.debug:
+            log.debug("request", api=handler.name, version=version, correlation_id=correlation_id,
+                      client_id=header.client_id, peer=self.peer)
+        try:
+            handler.handle(self.broker, ctx, request, respond)
+        except Exception:
+            log.exception("handler failed", api=handler.name, version=version, peer=self.peer)
+            self.close(f"internal error in {handler.name}")
+
+    def _complete(self, slot: _Slot, correlation_id: int, header_version: int, chunks) -> None:
+        if chunks is not None:
+            size = 0
+            for c in chunks:
+                size += len(c)
+            chunks.insert(0, response_header(correlation_id, header_version, size))
+        slot.chunks = chunks
+        slot.done = True
+        self.broker.metrics.request_done(slot.api.name, slot.version,
+                                         time.monotonic() - slot.started)
+        if self.closed:
+            return
+        pending = self.pending
+        if pending and pending[0] is slot or (pending and pending[0].done):
+            out = []
+            i = 0
+            while i < len(pending) and pending[i].done:
+                if pending[i].chunks is not None:
+                    out.extend(pending[i].chunks)
+                i += 1
+            del pending[:i]
+            if out:
+                n = 0
+                for c in out:
+                    n += len(c)
+                self.broker.metrics.bytes_out(n)
+                self.transport.writelines(out)
+            self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self.closed or self.transport is None:
+            return
+        should_pause = self.writing_paused or len(self.pending) >= self.max_in_flight
+        if should_pause and not self.reading_paused:
+            self.reading_paused = True
+            self.transport.pause_reading()
+        elif not should_pause and self.reading_paused:
+            self.reading_paused = False
+            self.transport.resume_reading()
+
+    def close(self, reason: str) -> None:
+        if not self.closed:
+            log.warning("closing connection", peer=self.peer, listener=self.listener,
+                        reason=reason)
+            self.broker.metrics.connection_rejected(reason.split(":")[0])
+            self.closed = True
+            if self.transport is not None:
+                self.transport.close()
+
+
+class Server:
+    """Listeners for every configured address; tracks connections for limits and shutdown."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.servers: list[asyncio.base_events.Server] = []
+        self.connections: set[KafkaConnection] = set()
+        self.bound: dict[str, tuple[str, int]] = {}
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        for name, host, port in self.broker.config.listeners:
+            server = await loop.create_server(
+                lambda name=name: KafkaConnection(self.broker, name),
+                host=host or None, port=port, reuse_address=True, backlog=1024)
+            self.servers.append(server)
+            sock = server.sockets[0].getsockname()
+            self.bound[name] = (sock[0], sock[1])
+            log.info("listening", listener=name, host=sock[0], port=sock[1])
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop accepting, let in-flight requests finish (up to grace seconds), close."""
+        for server in self.servers:
+            server.close()
+        deadline = time.monotonic() + grace
+        while any(c.pending for c in self.connections) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.close()
+        for server in self.servers:
+            await server.wait_closed()

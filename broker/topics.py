@@ -1,0 +1,212 @@
+"""Topics and partitions: names, ids, partition counts, configs, and each partition's log.
+
+Topic metadata lives in memory; with a data directory it is also written to
+``<data-dir>/topics.json`` (atomically: temp file + rename) so it survives a restart.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+
+from .log import LogConfig, LogManager
+from .producer_state import ProducerStateTable
+
+OFFSETS_TOPIC = "__consumer_offsets"
+MAX_TOPIC_NAME = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+def topic_configs(broker_config) -> dict[str, tuple[str, str]]:
+    """Topic-level config name -> (default value, the broker setting it comes from)."""
+    c = broker_config
+    return {
+        "cleanup.policy": ("delete", "log.cleanup.policy"),
+        "compression.type": ("producer", "compression.type"),
+        "delete.retention.ms": ("86400000", "log.cleaner.delete.retention.ms"),
+        "file.delete.delay.ms": ("60000", "log.segment.delete.delay.ms"),
+        "flush.messages": (str(c["log.flush.interval.messages"]), "log.flush.interval.messages"),
+        "flush.ms": (str(c["log.flush.interval.ms"] if c["log.flush.interval.ms"] >= 0
+                         else 9223372036854775807), "log.flush.interval.ms"),
+        "index.interval.bytes": ("4096", "log.index.interval.bytes"),
+        "max.compaction.lag.ms": ("9223372036854775807", "log.cleaner.max.compaction.lag.ms"),
+        "max.message.bytes": (str(c["message.max.bytes"]), "message.max.bytes"),
+        "message.timestamp.type": (c["log.message.timestamp.type"], "log.message.timestamp.type"),
+        "message.timestamp.before.max.ms": ("9223372036854775807",
+                                            "log.message.timestamp.before.max.ms"),
+        "message.timestamp.after.max.ms": ("3600000", "log.message.timestamp.after.max.ms"),
+        "min.cleanable.dirty.ratio": ("0.5", "log.cleaner.min.cleanable.ratio"),
+        "min.compaction.lag.ms": ("0", "log.cleaner.min.compaction.lag.ms"),
+        "min.insync.replicas": ("1", "min.insync.replicas"),
+        "preallocate": ("false", "log.preallocate"),
+        "retention.bytes": (str(c["log.retention.bytes"]), "log.retention.bytes"),
+        "retention.ms": (str(c["log.retention.ms"]), "log.retention.ms"),
+        "segment.bytes": (str(c["log.segment.bytes"]), "log.segment.bytes"),
+        "segment.index.bytes": ("10485760", "log.index.size.max.bytes"),
+        "segment.jitter.ms": ("0", "log.roll.jitter.ms"),
+        "segment.ms": (str(c["log.roll.ms"]), "log.roll.ms"),
+        "unclean.leader.election.enable": ("false", "unclean.leader.election.enable"),
+    }
+
+
+INT_TOPIC_CONFIGS = {"delete.retention.ms", "file.delete.delay.ms", "flush.messages", "flush.ms",
+                     "index.interval.bytes", "max.compaction.lag.ms", "max.message.bytes",
+                     "message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
+                     "min.compaction.lag.ms", "min.insync.replicas", "retention.bytes",
+                     "retention.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms",
+                     "segment.ms"}
+
+
+class TopicError(Exception):
+    """A topic operation refused with a Kafka error code."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+def validate_topic_name(name: str) -> str | None:
+    """Why a topic name is illegal, or None (Kafka's Topic.validate rules)."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return "Topic name cannot be \".\" or \"..\""
+    if len(name) > MAX_TOPIC_NAME:
+        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters"
+    if not _LEGAL.match(name):
+        return (f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
+                "alphanumerics, '.', '_' and '-'")
+    return None
+
+
+def validate_topic_config(name: str, value: str | None) -> str | None:
+    if name in INT_TOPIC_CONFIGS:
+        try:
+            int(value)
+        except (TypeError, ValueError):
+            return f"Invalid value {value} for configuration {name}: Not a number of type LONG"
+    if name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
+        return f"Invalid value {value} for configuration {name}"
+    if name == "cleanup.policy" and not set(str(value).split(",")) <= {"delete", "compact"}:
+        return f"Invalid value {value} for configuration {name}"
+    return None
+
+
+class Partition:
+    __slots__ = ("topic", "index", "log", "producers")
+
+    def __init__(self, topic: "Topic", index: int, log) -> None:
+        self.topic = topic
+        self.index = index
+        self.log = log
+        self.producers = ProducerStateTable()
+
+
+class Topic:
+    def __init__(self, name: str, topic_id: uuid.UUID, configs: dict[str, str],
+                 internal: bool) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.configs = configs  # only the ones set explicitly; defaults come from the broker
+        self.internal = internal
+        self.partitions: list[Partition] = []
+
+
+class TopicManager:
+    def __init__(self, config, data_dir: str | None) -> None:
+        self.config = config
+        self.data_dir = data_dir
+        self.defaults = topic_configs(config)
+        self.topics: dict[str, Topic] = {}
+        self.by_id: dict[uuid.UUID, Topic] = {}
+        self.logs = LogManager(data_dir)
+        self._meta_path = os.path.join(data_dir, "topics.json") if data_dir else None
+
+    # -- lookups
+
+    def get(self, name: str) -> Topic | None:
+        return self.topics.get(name)
+
+    def partition(self, name: str, index: int) -> Partition | None:
+        topic = self.topics.get(name)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return None
+        return topic.partitions[index]
+
+    def config_value(self, topic: Topic, name: str) -> str:
+        value = topic.configs.get(name)
+        return self.defaults[name][0] if value is None else value
+
+    def log_config(self, topic: Topic) -> LogConfig:
+        return LogConfig.from_topic_config({n: self.config_value(topic, n) for n in self.defaults})
+
+    # -- changes
+
+    def create(self, name: str, num_partitions: int, configs: dict[str, str] | None = None,
+               internal: bool = False, topic_id: uuid.UUID | None = None,
+               save: bool = True) -> Topic:
+        topic = Topic(name, topic_id or uuid.uuid4(), dict(configs or {}), internal)
+        self.topics[name] = topic
+        self.by_id[topic.topic_id] = topic
+        self._add_partitions(topic, num_partitions)
+        if save:
+            self.save()
+        return topic
+
+    def _add_partitions(self, topic: Topic, total: int) -> None:
+        log_config = self.log_config(topic)
+        for index in range(len(topic.partitions), total):
+            log = self.logs.get_or_create(topic.name, index, log_config)
+            partition = Partition(topic, index, log)
+            partition.producers.rebuild(log)
+            topic.partitions.append(partition)
+
+    def add_partitions(self, name: str, total: int) -> None:
+        self._add_partitions(self.topics[name], total)
+        self.save()
+
+    def delete(self, name: str) -> None:
+        topic = self.topics.pop(name)
+        self.by_id.pop(topic.topic_id, None)
+        self.logs.delete_topic(name)
+        self.save()
+
+    def alter_configs(self, name: str, configs: dict[str, str | None]) -> None:
+        topic = self.topics[name]
+        for key, value in configs.items():
+            if value is None:
+                topic.configs.pop(key, None)
+            else:
+                topic.configs[key] = value
+        self.logs.set_config(name, self.log_config(topic))
+        self.save()
+
+    # -- persistence of metadata
+
+    def load(self) -> None:
+        """Reopen the topics recorded in the data directory."""
+        if not self._meta_path or not os.path.exists(self._meta_path):
+            return
+        with open(self._meta_path) as f:
+            doc = json.load(f)
+        for entry in doc["topics"]:
+            self.create(entry["name"], entry["partitions"], entry.get("configs", {}),
+                        entry.get("internal", False), uuid.UUID(entry["id"]), save=False)
+
+    def save(self) -> None:
+        if not self._meta_path:
+            return
+        doc = {"version": 1, "topics": [
+            {"name": t.name, "id": str(t.topic_id), "partitions": len(t.partitions),
+             "configs": t.configs, "internal": t.internal} for t in self.topics.values()]}
+        tmp = self._meta_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._meta_path)
+
+    def close(self) -> None:
+        self.logs.close()
