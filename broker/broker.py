@@ -82,8 +82,9 @@ class Broker:
 
     async def stop(self) -> None:
         self.ready = False
-        await self.server.stop()
+        self.server.stop_accepting()
         self.fetches.complete_all()
+        await self.server.stop()
         self.timer_driver.stop()
         self.metrics.stop()
         self.topics.close()

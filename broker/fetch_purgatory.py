@@ -13,7 +13,7 @@ class DelayedFetch(DelayedOperation):
     kind = "fetch"
 
     def __init__(self, broker, request, respond) -> None:
-        super().__init__(broker.clock() + request.max_wait_ms)
+        super().__init__(request.max_wait_ms)
         self.broker = broker
         self.request = request
         self.respond = respond
@@ -54,5 +54,4 @@ class FetchPurgatory:
 
     def complete_all(self) -> None:
         """At shutdown: answer every waiting fetch with what is there now."""
-        for key in list(self.purgatory._watchers):
-            self.purgatory.complete_all(key)
+        self.purgatory.force_complete_all()

@@ -257,10 +257,13 @@ class Server:
             self.bound[name] = (sock[0], sock[1])
             log.info("listening", listener=name, host=sock[0], port=sock[1])
 
-    async def stop(self, grace: float = 5.0) -> None:
-        """Stop accepting, let in-flight requests finish (up to grace seconds), close."""
+    def stop_accepting(self) -> None:
         for server in self.servers:
             server.close()
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop accepting, let in-flight requests finish (up to grace seconds), close."""
+        self.stop_accepting()
         deadline = time.monotonic() + grace
         while any(c.pending for c in self.connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)

@@ -1,0 +1,24 @@
+"""Partition logs: in memory by default, segment files on disk with --data-dir.
+
+- ``PartitionLog``: the interface every topic partition's log offers (``base``).
+- ``MemoryLog``: the default backend, nothing on disk (``memory``).
+- ``SegmentLog``: Kafka-style segment files, indexes and crash recovery (``segments``).
+- ``LogManager``: maps (topic, partition) to its log, discovers partitions on start
+  (``manager``).
+"""
+from .base import (
+    AppendInfo,
+    InvalidRecordError,
+    LogConfig,
+    OffsetOutOfRange,
+    PartitionLog,
+    validate_batches,
+)
+from .manager import LogManager
+from .memory import MemoryLog
+from .segments import SegmentLog
+
+__all__ = [
+    "AppendInfo", "InvalidRecordError", "LogConfig", "LogManager", "MemoryLog",
+    "OffsetOutOfRange", "PartitionLog", "SegmentLog", "validate_batches",
+]

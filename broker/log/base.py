@@ -1,0 +1,427 @@
+"""What every partition log offers, and the per-batch work shared by the backends.
+
+A partition log stores magic-v2 record batches exactly as producers sent them, except that the
+log rewrites each batch's base offset (and, when asked, its partition leader epoch and its
+LogAppendTime timestamp). All work is per batch: records are never decoded on the append or read
+paths. Record-level decoding happens only in ``offset_for_timestamp`` and
+``max_timestamp_offset`` (ListOffsets by time), and only for the one batch that matches.
+
+Offsets follow Kafka's vocabulary:
+
+- ``log_start_offset``: the first offset a consumer may read. It may point into the middle of a
+  batch (after DeleteRecords); such a batch is still returned whole and clients skip the records
+  before the offset they asked for.
+- ``log_end_offset``: the offset the next appended record gets. With a single replica this is also
+  the high watermark, and ListOffsets(latest) answers it.
+"""
+from __future__ import annotations
+
+import abc
+import struct
+import time
+from dataclasses import dataclass, fields
+from typing import Callable, ClassVar, Mapping
+
+from crc32c import crc32c
+
+from protocol.records import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    CorruptRecordError,
+    RecordBatch,
+)
+
+__all__ = [
+    "AppendInfo", "InvalidRecordError", "LogConfig", "OffsetOutOfRange", "PartitionLog",
+    "prepare_append", "validate_batches", "wall_clock_ms", "NO_TIMESTAMP",
+]
+
+NO_TIMESTAMP = -1
+LONG_MAX = (1 << 63) - 1
+INT_MAX = (1 << 31) - 1
+
+# The header fields the log needs, read in one unpack: baseOffset, batchLength,
+# partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp, maxTimestamp.
+_HEAD = struct.Struct(">qiibIhiqq")
+_HEAD_SIZE = _HEAD.size  # 43
+_BASE_OFFSET = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+_INT64 = struct.Struct(">q")
+PARTITION_LEADER_EPOCH_OFFSET = 12
+MAX_TIMESTAMP_OFFSET = 35
+BASE_TIMESTAMP_OFFSET = 27
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class OffsetOutOfRange(Exception):
+    """The requested offset is below the log start offset or above the log end offset.
+
+    The fetch handler answers OFFSET_OUT_OF_RANGE (error code 1) for it.
+    """
+
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int):
+        super().__init__(
+            f"offset {offset} is out of range [{log_start_offset}, {log_end_offset}]")
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class InvalidRecordError(CorruptRecordError):
+    """A batch whose CRC is fine but whose header breaks Kafka's rules (Kafka's
+    InvalidRecordException, error INVALID_RECORD = 87), e.g. a record count that disagrees with
+    the batch's offset range. Plain CorruptRecordError maps to CORRUPT_MESSAGE (2)."""
+
+
+@dataclass(slots=True)
+class LogConfig:
+    """The topic configs a partition log obeys, named after Kafka's topic-level keys.
+
+    Defaults are Kafka's broker defaults. ``-1`` means unlimited for the retention settings;
+    the flush settings default to Kafka's Long.MAX_VALUE, i.e. never fsync on a count or a timer
+    (see ``broker.log.segments`` for what that means for durability).
+    """
+
+    retention_ms: int = 604_800_000  # retention.ms: 7 days; -1 = keep forever
+    retention_bytes: int = -1  # retention.bytes: per partition; -1 = unlimited
+    segment_bytes: int = 1_073_741_824  # segment.bytes: 1 GiB
+    segment_ms: int = 604_800_000  # segment.ms: 7 days
+    index_interval_bytes: int = 4096  # index.interval.bytes
+    flush_messages: int = LONG_MAX  # flush.messages (log.flush.interval.messages)
+    flush_ms: int = LONG_MAX  # flush.ms (log.flush.interval.ms)
+    cleanup_policy: str = "delete"  # cleanup.policy: "delete", "compact" or "compact,delete"
+
+    # Kafka's topic config key for each field, for from_topic_config / to_topic_config.
+    KAFKA_KEYS: ClassVar[dict[str, str]] = {
+        "retention_ms": "retention.ms",
+        "retention_bytes": "retention.bytes",
+        "segment_bytes": "segment.bytes",
+        "segment_ms": "segment.ms",
+        "index_interval_bytes": "index.interval.bytes",
+        "flush_messages": "flush.messages",
+        "flush_ms": "flush.ms",
+        "cleanup_policy": "cleanup.policy",
+    }
+
+    @classmethod
+    def from_topic_config(cls, configs: Mapping[str, object] | None = None,
+                          base: "LogConfig | None" = None) -> "LogConfig":
+        """Build from Kafka-named topic configs (string or int values); unknown keys are ignored
+        (they belong to other components, e.g. max.message.bytes to the produce handler)."""
+        values = {} if base is None else {f.name: getattr(base, f.name) for f in fields(cls)}
+        for name, key in cls.KAFKA_KEYS.items():
+            if configs is not None and key in configs and configs[key] is not None:
+                raw = configs[key]
+                values[name] = str(raw).strip() if name == "cleanup_policy" else int(raw)
+        return cls(**values)
+
+    def to_topic_config(self) -> dict[str, str]:
+        return {key: str(getattr(self, name)) for name, key in self.KAFKA_KEYS.items()}
+
+    @property
+    def delete_enabled(self) -> bool:
+        """Time/size retention applies only when cleanup.policy contains "delete"."""
+        return "delete" in (p.strip() for p in self.cleanup_policy.split(","))
+
+
+
+@dataclass(slots=True)
+class AppendInfo:
+    """What the Produce response needs from an append."""
+
+    first_offset: int  # the base offset given to the first batch (Produce's base_offset)
+    last_offset: int  # the offset of the last record appended
+    log_append_time: int  # the LogAppendTime stamped on the batches, or -1 for CreateTime
+    log_start_offset: int  # the log start offset after the append (Produce v5+)
+    max_timestamp: int  # the largest max_timestamp among the appended batches
+    size: int  # bytes appended
+    batch_count: int = 1
+
+    @property
+    def record_count(self) -> int:
+        return self.last_offset - self.first_offset + 1
+
+
+def validate_batches(buffer) -> list[RecordBatch]:
+    """Parse and check every batch of a producer's records field, the way Kafka's LogValidator
+    checks magic-v2 batches before an append. Raises CorruptRecordError (CORRUPT_MESSAGE) for a
+    truncated batch, a wrong magic or a CRC mismatch, and InvalidRecordError (INVALID_RECORD) when
+    the record count disagrees with the offset range. Does not decode records."""
+    batches = []
+    view = memoryview(buffer)
+    position, end = 0, len(view)
+    if end == 0:
+        raise CorruptRecordError("empty records")
+    while position < end:
+        batch = RecordBatch(view, position)
+        batch.validate()
+        count_from_offsets = batch.last_offset_delta + 1
+        if count_from_offsets <= 0:
+            raise InvalidRecordError(
+                f"batch has an invalid offset range: last offset delta {batch.last_offset_delta}")
+        if batch.record_count <= 0:
+            raise InvalidRecordError(f"invalid record count {batch.record_count}")
+        if batch.record_count != count_from_offsets:
+            raise InvalidRecordError(
+                f"inconsistent batch: {count_from_offsets} offsets but {batch.record_count} records")
+        batches.append(batch)
+        position += batch.size
+    return batches
+
+
+def prepare_append(batches, next_offset: int, log_append_time: int | None = None,
+                   partition_leader_epoch: int | None = None):
+    """Copy a producer's batches into a fresh bytearray and assign offsets from ``next_offset``.
+
+    Returns ``(buffer, entries)`` where each entry is
+    ``(position, size, base_offset, next_offset, max_timestamp)``. Nothing is decoded beyond the
+    batch headers. With ``log_append_time`` each batch's timestamp type becomes LogAppendTime and
+    its max timestamp that time (the CRC is recomputed, as Kafka's setMaxTimestamp does). Raises
+    CorruptRecordError on a structurally broken buffer, before anything is stored.
+    """
+    buf = bytearray(batches)
+    end = len(buf)
+    if end == 0:
+        raise CorruptRecordError("no record batch to append")
+    entries = []
+    position = 0
+    unpack = _HEAD.unpack_from
+    while position < end:
+        if end - position < HEADER_SIZE:
+            raise CorruptRecordError(
+                f"record batch header truncated: {end - position} of {HEADER_SIZE} bytes")
+        (_base, length, _ple, magic, _crc, attributes, last_delta, _bts, max_ts
+         ) = unpack(buf, position)
+        size = LOG_OVERHEAD + length
+        if magic != 2:
+            raise CorruptRecordError(f"unsupported record batch magic {magic}")
+        if length < HEADER_SIZE - LOG_OVERHEAD or position + size > end:
+            raise CorruptRecordError(f"record batch length {length} does not fit the buffer")
+        if last_delta < 0:
+            raise InvalidRecordError(f"negative last offset delta {last_delta}")
+        _BASE_OFFSET.pack_into(buf, position, next_offset)
+        if partition_leader_epoch is not None:
+            _INT32.pack_into(buf, position + PARTITION_LEADER_EPOCH_OFFSET, partition_leader_epoch)
+        if log_append_time is not None:
+            _INT16.pack_into(buf, position + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
+            _INT64.pack_into(buf, position + MAX_TIMESTAMP_OFFSET, log_append_time)
+            crc = crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET:position + size])
+            _UINT32.pack_into(buf, position + CRC_OFFSET, crc)
+            max_ts = log_append_time
+        following = next_offset + last_delta + 1
+        entries.append((position, size, next_offset, following, max_ts))
+        next_offset = following
+        position += size
+    return buf, entries
+
+
+# --- record-level timestamp lookups (ListOffsets), only for the one batch that matters ---------
+
+def _varint(buf, pos: int):
+    """Decode one zigzag varint (Kafka's varint/varlong); return (value, next position)."""
+    shift = 0
+    raw = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint too long")
+
+
+def _iter_record_offsets_and_timestamps(batch: RecordBatch):
+    """Yield (offset, timestamp) of each record of one batch.
+
+    Uncompressed batches are walked here (only the length, timestamp delta and offset delta of
+    each record are read). Compressed batches need the record decoder of ``protocol.records``;
+    if it is not available this yields nothing and callers fall back to batch granularity.
+    """
+    if batch.timestamp_type == 1:  # LogAppendTime: every record carries the batch max timestamp
+        for delta in range(batch.last_offset_delta + 1):
+            yield batch.base_offset + delta, batch.max_timestamp
+        return
+    if batch.compression == 0:
+        buf = batch.buffer
+        pos = batch.position + HEADER_SIZE
+        end = batch.position + batch.size
+        base_offset, base_ts = batch.base_offset, batch.base_timestamp
+        for _ in range(batch.record_count):
+            if pos >= end:
+                return
+            length, body = _varint(buf, pos)
+            ts_delta, p = _varint(buf, body + 1)  # skip the attributes byte
+            offset_delta, _ = _varint(buf, p)
+            yield base_offset + offset_delta, base_ts + ts_delta
+            pos = body + length
+        return
+    records = getattr(batch, "records", None)  # protocol.records' decoder, once it exists
+    if callable(records):
+        for record in records():
+            offset = getattr(record, "offset", None)
+            timestamp = getattr(record, "timestamp", None)
+            if offset is None or timestamp is None:
+                return
+            yield offset, timestamp
+
+
+def first_record_at_or_after(batch: RecordBatch, target_ts: int, min_offset: int):
+    """(offset, timestamp) of the first record with timestamp >= target_ts and offset >=
+    min_offset in this batch, or None. Falls back to the batch (its first offset >= min_offset
+    and its max timestamp) when the records cannot be decoded."""
+    if batch.max_timestamp < target_ts or batch.last_offset < min_offset:
+        return None
+    decoded = False
+    try:
+        for offset, timestamp in _iter_record_offsets_and_timestamps(batch):
+            decoded = True
+            if offset >= min_offset and timestamp >= target_ts:
+                return offset, timestamp
+    except (CorruptRecordError, IndexError, ValueError, TypeError, AttributeError):
+        decoded = False
+    if decoded:
+        return None
+    return max(batch.base_offset, min_offset), batch.max_timestamp
+
+
+def offset_of_max_timestamp(batch: RecordBatch) -> int:
+    """The offset of the first record whose timestamp equals the batch's max timestamp (Kafka's
+    RecordBatch.offsetOfMaxTimestamp); the batch's base offset if records cannot be decoded."""
+    try:
+        for offset, timestamp in _iter_record_offsets_and_timestamps(batch):
+            if timestamp == batch.max_timestamp:
+                return offset
+    except (CorruptRecordError, IndexError, ValueError, TypeError, AttributeError):
+        pass
+    return batch.base_offset
+
+
+class PartitionLog(abc.ABC):
+    """The log of one topic partition (also used for ``__consumer_offsets``).
+
+    Synchronous and deterministic: the broker calls it from the event loop; time enters only
+    through ``now_ms`` arguments and the injected ``clock``.
+    """
+
+    config: LogConfig
+
+    def __init__(self, config: LogConfig | None = None, *,
+                 clock: Callable[[], int] | None = None):
+        self.config = config if config is not None else LogConfig()
+        self._clock = clock if clock is not None else wall_clock_ms
+
+    # --- offsets ---
+
+    @property
+    @abc.abstractmethod
+    def log_start_offset(self) -> int: ...
+
+    @property
+    @abc.abstractmethod
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def high_watermark(self) -> int:
+        """Single replica: every appended record is committed."""
+        return self.log_end_offset
+
+    @property
+    @abc.abstractmethod
+    def size_bytes(self) -> int: ...
+
+    # --- the hot path ---
+
+    @abc.abstractmethod
+    def append(self, batches, *, log_append_time: int | None = None,
+               partition_leader_epoch: int | None = None) -> AppendInfo:
+        """Append one or more already-validated v2 batches; offsets start at log_end_offset.
+
+        The caller checks CRCs and producer sequences first (see ``validate_batches``). The
+        input buffer is copied, never modified. ``log_append_time`` stamps LogAppendTime on every
+        batch (topic config message.timestamp.type=LogAppendTime); ``partition_leader_epoch``
+        overwrites the batches' leader epoch field as Kafka's leader does.
+        """
+
+    @abc.abstractmethod
+    def read(self, offset: int, max_bytes: int, *, min_one_message: bool = True):
+        """Whole batches starting with the batch that contains ``offset``, at most ``max_bytes``
+        in total, except that with ``min_one_message`` the first batch is returned whole even if
+        it is larger (Kafka's rule, so a big batch cannot stall a consumer).
+
+        Returns a bytes-like object (``bytes`` or a read-only-by-convention ``memoryview``; do not
+        modify it); empty at the log end offset. Raises OffsetOutOfRange when ``offset`` is below
+        the log start offset or above the log end offset.
+        """
+
+    # --- ListOffsets ---
+
+    @abc.abstractmethod
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record, at or after the log start offset, whose
+        timestamp is >= ``timestamp``; None when there is none (ListOffsets then answers
+        offset -1). Record-precise for uncompressed batches and LogAppendTime batches;
+        for compressed batches it is record-precise once protocol.records offers
+        ``RecordBatch.records()``, and batch-precise before that (the batch's first offset,
+        which makes a consumer re-read some older records, never skip newer ones)."""
+
+    @abc.abstractmethod
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the earliest record carrying the largest timestamp in the log
+        (ListOffsets timestamp -3, MAX_TIMESTAMP); None for an empty log (answer -1, -1)."""
+
+    # --- moving the ends ---
+
+    @abc.abstractmethod
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch whose last offset is >= ``offset`` (Kafka's truncateTo: a batch
+        that contains ``offset`` goes as a whole, so the log end offset can end up below
+        ``offset``; callers truncate at batch boundaries). If ``offset`` is below the first
+        stored batch the log is emptied and restarts at ``offset``."""
+
+    @abc.abstractmethod
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to ``offset`` (-1 means the high
+        watermark) and drop the storage wholly below it. Returns the new log start offset.
+        Raises OffsetOutOfRange if ``offset`` is above the high watermark."""
+
+    @abc.abstractmethod
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete the oldest data breaching retention.ms / retention.bytes (only when
+        cleanup.policy contains "delete"), plus storage wholly below the log start offset.
+        Returns the number of bytes deleted."""
+
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """Apply flush.ms from a periodic task (Kafka's log flusher). Returns True if flushed."""
+        return False
+
+    @abc.abstractmethod
+    def flush(self) -> None: ...
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    def delete(self) -> None:
+        """Close and remove all stored data (topic/partition deletion)."""
+        self.close()
+
+    def _check_delete_records_offset(self, offset: int) -> int:
+        if offset == -1:
+            return self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise OffsetOutOfRange(offset, self.log_start_offset, self.log_end_offset)
+        return offset
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} start={self.log_start_offset} "
+                f"end={self.log_end_offset} size={self.size_bytes}>")
+

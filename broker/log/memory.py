@@ -1,0 +1,249 @@
+"""MemoryLog: the default partition log, kept entirely in memory (nothing on disk).
+
+Storage is one entry per batch in parallel lists: the batch's bytes (a memoryview slice of the
+bytearray its append copied into; nothing ever resizes or rewrites that bytearray after the
+append, so handing out views is safe), its base offset, its position in a virtual byte stream
+(so max_bytes cuts are a bisect, not a loop), and its max timestamp. Reads are O(log n) and return
+a zero-copy memoryview when the answer is a single batch, one ``bytes.join`` otherwise.
+
+Retention works at batch granularity (Kafka deletes whole segments; here every batch behaves like
+a segment of its own), which keeps memory closest to retention.bytes. segment.bytes, segment.ms,
+index.interval.bytes and the flush settings do not apply.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from typing import Callable
+
+from protocol.records import RecordBatch
+
+from .base import (
+    NO_TIMESTAMP,
+    AppendInfo,
+    LogConfig,
+    OffsetOutOfRange,
+    PartitionLog,
+    first_record_at_or_after,
+    offset_of_max_timestamp,
+    prepare_append,
+)
+
+__all__ = ["MemoryLog"]
+
+
+class MemoryLog(PartitionLog):
+    def __init__(self, config: LogConfig | None = None, *, start_offset: int = 0,
+                 clock: Callable[[], int] | None = None):
+        super().__init__(config, clock=clock)
+        self._start = start_offset  # log start offset
+        self._end = start_offset  # log end offset
+        self._bases: list[int] = []  # base offset of each stored batch
+        self._views: list = []  # the bytes of each batch
+        self._positions: list[int] = []  # virtual byte position where each batch starts
+        self._max_ts: list[int] = []  # each batch's max timestamp
+        # running maximum of _max_ts over every batch ever appended (an upper bound of the true
+        # running maximum once batches were deleted from the front): lets offset_for_timestamp
+        # bisect to the first candidate instead of scanning.
+        self._running_max: list[int] = []
+        self._retention_ts: dict[int, int] = {}  # base offset -> append time, for batches without timestamps
+        self._stream_end = 0  # virtual byte position after the last batch
+        self._max_cache: tuple[int, int] | None = None  # (max timestamp, base offset of its batch)
+        self._closed = False
+
+    # --- offsets ---
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._end
+
+    @property
+    def size_bytes(self) -> int:
+        return self._stream_end - self._positions[0] if self._positions else 0
+
+    # --- append / read ---
+
+    def append(self, batches, *, log_append_time: int | None = None,
+               partition_leader_epoch: int | None = None) -> AppendInfo:
+        if self._closed:
+            raise ValueError("log is closed")
+        buf, entries = prepare_append(batches, self._end, log_append_time, partition_leader_epoch)
+        view = memoryview(buf)
+        first_offset = self._end
+        bases, views, positions, max_ts_list, running = (
+            self._bases, self._views, self._positions, self._max_ts, self._running_max)
+        stream = self._stream_end
+        running_max = running[-1] if running else NO_TIMESTAMP
+        append_max = NO_TIMESTAMP
+        cache = self._max_cache
+        for position, size, base, _next, max_ts in entries:
+            bases.append(base)
+            views.append(view if size == len(buf) else view[position:position + size])
+            positions.append(stream)
+            max_ts_list.append(max_ts)
+            if max_ts > running_max:
+                running_max = max_ts
+            running.append(running_max)
+            if max_ts < 0:
+                self._retention_ts[base] = self._clock()
+            if max_ts > append_max:
+                append_max = max_ts
+            if cache is not None and max_ts > cache[0]:
+                cache = (max_ts, base)
+            stream += size
+        self._stream_end = stream
+        self._end = entries[-1][3]
+        self._max_cache = cache
+        return AppendInfo(
+            first_offset=first_offset, last_offset=self._end - 1,
+            log_append_time=-1 if log_append_time is None else log_append_time,
+            log_start_offset=self._start, max_timestamp=append_max, size=len(buf),
+            batch_count=len(entries))
+
+    def read(self, offset: int, max_bytes: int, *, min_one_message: bool = True):
+        if offset < self._start or offset > self._end:
+            raise OffsetOutOfRange(offset, self._start, self._end)
+        if offset == self._end:
+            return b""
+        positions = self._positions
+        first = bisect_right(self._bases, offset) - 1
+        limit = positions[first] + max_bytes
+        after = bisect_right(positions, limit, first)  # batches first..after-1 start within limit
+        count = len(positions)
+        if after == count and self._stream_end <= limit:
+            stop = count
+        else:
+            stop = after - 1  # the batch starting at after-1 ends beyond the limit
+        if stop <= first:
+            if not min_one_message:
+                return b""
+            stop = first + 1
+        if stop == first + 1:
+            return self._views[first]
+        return b"".join(self._views[first:stop])
+
+    # --- ListOffsets ---
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        if not self._bases:
+            return None
+        start_index = max(bisect_right(self._bases, self._start) - 1, 0)
+        index = max(bisect_left(self._running_max, timestamp), start_index)
+        max_ts = self._max_ts
+        for i in range(index, len(max_ts)):
+            if max_ts[i] >= timestamp:
+                found = first_record_at_or_after(
+                    RecordBatch(self._views[i]), timestamp, self._start)
+                if found is not None:
+                    return found
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        if not self._bases:
+            return None
+        if self._max_cache is None:
+            best = max(self._max_ts)
+            self._max_cache = (best, self._bases[self._max_ts.index(best)])
+        best, base = self._max_cache
+        if best < 0:
+            return None
+        i = bisect_left(self._bases, base)
+        return offset_of_max_timestamp(RecordBatch(self._views[i])), best
+
+    # --- moving the ends ---
+
+    def _drop_front(self, count: int) -> int:
+        """Delete the first ``count`` batches; return the bytes freed."""
+        if count <= 0:
+            return 0
+        freed = (self._positions[count] if count < len(self._positions)
+                 else self._stream_end) - self._positions[0]
+        if self._retention_ts:
+            for base in self._bases[:count]:
+                self._retention_ts.pop(base, None)
+        del self._bases[:count], self._views[:count], self._positions[:count]
+        del self._max_ts[:count], self._running_max[:count]
+        if self._max_cache is not None and (not self._bases or self._max_cache[1] < self._bases[0]):
+            self._max_cache = None
+        first = self._bases[0] if self._bases else self._end
+        if first > self._start:
+            self._start = first
+        return freed
+
+    def truncate_to(self, offset: int) -> None:
+        if offset >= self._end:
+            return
+        if offset <= self._start:
+            self._restart_at(offset)
+            return
+        keep = bisect_right(self._bases, offset) - 1  # the batch containing offset goes too
+        new_end = self._bases[keep]
+        if new_end < self._start:  # it also held the log start offset: nothing readable is left
+            self._restart_at(self._start)
+            return
+        self._drop_back(keep)
+        self._end = new_end
+
+    def _restart_at(self, offset: int) -> None:
+        self._drop_back(0)
+        self._start = self._end = offset
+
+    def _drop_back(self, keep: int) -> None:
+        if keep < len(self._bases):
+            self._stream_end = self._positions[keep]
+        if self._retention_ts:
+            for base in self._bases[keep:]:
+                self._retention_ts.pop(base, None)
+        del self._bases[keep:], self._views[keep:], self._positions[keep:]
+        del self._max_ts[keep:], self._running_max[keep:]
+        self._max_cache = None
+
+    def delete_records_before(self, offset: int) -> int:
+        offset = self._check_delete_records_offset(offset)
+        if offset > self._start:
+            self._start = offset
+            self._drop_front(self._breached_by_start())
+        return self._start
+
+    def _breached_by_start(self) -> int:
+        """How many leading batches lie wholly below the log start offset."""
+        if self._start >= self._end:
+            return len(self._bases)
+        return bisect_right(self._bases, self._start) - 1
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        config = self.config
+        freed = 0
+        if config.delete_enabled:
+            now = self._clock() if now_ms is None else now_ms
+            if config.retention_ms >= 0:
+                max_ts, n = self._max_ts, 0
+                while n < len(max_ts):
+                    ts = max_ts[n] if max_ts[n] >= 0 else self._retention_ts.get(
+                        self._bases[n], now)
+                    if now - ts <= config.retention_ms:
+                        break
+                    n += 1
+                freed += self._drop_front(n)
+            if config.retention_bytes >= 0 and self.size_bytes >= config.retention_bytes:
+                diff = self.size_bytes - config.retention_bytes
+                positions, n = self._positions, 0
+                while n < len(positions):
+                    size = (positions[n + 1] if n + 1 < len(positions)
+                            else self._stream_end) - positions[n]
+                    if diff - size < 0:
+                        break
+                    diff -= size
+                    n += 1
+                freed += self._drop_front(n)
+        freed += self._drop_front(self._breached_by_start())
+        return freed
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self._closed = True

@@ -1,0 +1,915 @@
+"""SegmentLog: a partition log in segment files, laid out like Kafka's.
+
+Directory ``<data_dir>/<topic>-<partition>/`` holds, per segment, named by the segment's base
+offset zero-padded to 20 digits:
+
+- ``00000000000000000000.log``: the record batches, byte for byte as in Kafka's .log files
+  (kafka-dump-log can read them);
+- ``.index``: sparse offset index, 8-byte entries (int32 offset relative to the segment's base
+  offset, int32 file position), one entry whenever more than index.interval.bytes were appended
+  since the previous entry. Our entries name the batch's *base* offset (Kafka's name its last
+  offset); either way a lookup yields a batch start at or before the wanted batch;
+- ``.timeindex``: 12-byte entries (int64 max timestamp so far, int32 relative offset of the
+  batch that first reached it), added at the same points when the max timestamp grew, plus a
+  final entry when the segment is rolled or closed, so its last entry is the segment's max
+  timestamp.
+
+plus ``log-start-offset.checkpoint`` (version line, then the log start offset), rewritten
+atomically (temp file, fsync, rename, fsync of the directory) whenever DeleteRecords or retention
+moves the log start offset.
+
+Index files are written when a segment is rolled and on close (atomically, via temp file and
+rename), not on every append. The active segment's indexes live in memory and are rebuilt on
+open.
+
+Opening (recovery)
+    Every batch of the last segment is checked (header, CRC32C, offsets increasing); a torn or
+    corrupt tail is truncated at the end of the last whole valid batch and a warning says how
+    many bytes were dropped. Older segments were fsynced when they were rolled, so they are
+    trusted if their index files pass a sanity check; if an index is missing or insane the
+    segment is rescanned the same way, and (as Kafka does) corruption found in an older segment
+    truncates it there and deletes every later segment. The log start offset is the larger of
+    the checkpoint and the first segment's base offset; if the checkpoint is past everything that
+    survived, the log restarts empty at the checkpointed offset.
+
+Durability: the fsync policy (Kafka's flush.messages / flush.ms, alias
+log.flush.interval.messages / log.flush.interval.ms)
+    Default here, as in Kafka: never fsync on a message count or a timer. ``append`` returns after
+    ``os.pwrite`` has handed the batches to the operating system, so an acknowledged write is in
+    the OS page cache: it survives the broker process crashing or being killed with SIGKILL
+    (kill -9), because the kernel still writes those pages to disk. It does NOT survive a power
+    loss, kernel panic or VM reset: whatever the kernel had not yet written back (Linux
+    typically writes dirty pages back within ~30 s) is lost, and on the next start the torn
+    tail is truncated. Segments are fsynced when they are rolled and on ``close()`` (clean
+    shutdown), as Kafka does. For stronger guarantees set flush.messages=1 (fdatasync before
+    every append returns; slow) or a flush.ms interval and call ``maybe_flush`` periodically.
+    Kafka itself relies on replication rather than fsync for durability; a single-broker
+    development stand-in cannot, so this trade-off is the same as running Kafka with one broker.
+
+segment.ms is counted from the first append into the segment by this process (or from opening
+it), using the injected clock; Kafka counts from the first batch's timestamp, which rolls a
+segment per append when producers send old timestamps. Deleted segments are unlinked at once
+(Kafka renames them *.deleted and removes them after file.delete.delay.ms).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import struct
+from array import array
+from bisect import bisect_right
+from typing import Callable
+
+from protocol.records import HEADER_SIZE, LOG_OVERHEAD, CorruptRecordError, RecordBatch
+
+from .base import (
+    INT_MAX,
+    NO_TIMESTAMP,
+    AppendInfo,
+    LogConfig,
+    OffsetOutOfRange,
+    PartitionLog,
+    first_record_at_or_after,
+    offset_of_max_timestamp,
+    prepare_append,
+)
+
+__all__ = ["SegmentLog", "CHECKPOINT_FILE", "segment_file_name"]
+
+logger = logging.getLogger("broker.log")
+
+CHECKPOINT_FILE = "log-start-offset.checkpoint"
+_CHECKPOINT_VERSION = 0
+_LOG_SUFFIX = ".log"
+_INDEX_SUFFIX = ".index"
+_TIME_INDEX_SUFFIX = ".timeindex"
+_TMP_SUFFIX = ".tmp"
+_SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+_SCAN_CHUNK = 4 << 20
+_OFFSET_INDEX_ENTRY = 8
+_TIME_INDEX_ENTRY = 12
+
+_LENGTH_AT = struct.Struct(">qi")  # base offset, batch length
+_LAST_DELTA = struct.Struct(">i")  # at +23
+_MAX_TS = struct.Struct(">q")  # at +35
+_LAST_DELTA_AT = 23
+_MAX_TS_AT = 35
+_NEED_FOR_SIZE = 12
+_NEED_FOR_NEXT = 27
+_NEED_FOR_MAX_TS = 43
+
+
+def segment_file_name(base_offset: int, suffix: str = _LOG_SUFFIX) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+def _pread_full(fd: int, length: int, position: int) -> bytes:
+    data = os.pread(fd, length, position)
+    if len(data) == length or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < length:
+        more = os.pread(fd, length - got, position + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+def _write_all(fd: int, data, position: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        view = view[written:]
+        position += written
+
+
+def _sync_data(fd: int) -> None:
+    """fdatasync where the platform has it (the file's size is data, so appends are covered)."""
+    if hasattr(os, "fdatasync"):
+        os.fdatasync(fd)
+    else:
+        os.fsync(fd)
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: str, data: bytes, *, durable: bool) -> None:
+    tmp = path + _TMP_SUFFIX
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _write_all(fd, data, 0)
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if durable:
+        _fsync_dir(os.path.dirname(path))
+
+
+class _Reader:
+    """Buffered positional reads over one segment file: one pread per chunk."""
+
+    __slots__ = ("fd", "limit", "chunk", "buf", "start")
+
+    def __init__(self, fd: int, limit: int, chunk: int):
+        self.fd = fd
+        self.limit = limit
+        self.chunk = chunk
+        self.buf = b""
+        self.start = 0
+
+    def ensure(self, pos: int, n: int):
+        """(buffer, index) such that buffer[index:index + n] is the file's [pos, pos + n);
+        None if the file (up to limit) ends first."""
+        start = self.start
+        if pos >= start and pos + n <= start + len(self.buf):
+            return self.buf, pos - start
+        if pos + n > self.limit:
+            return None
+        length = min(max(n, self.chunk), self.limit - pos)
+        buf = _pread_full(self.fd, length, pos)
+        if len(buf) < n:
+            return None
+        self.buf = buf
+        self.start = pos
+        return buf, 0
+
+    def slice(self, start: int, end: int):
+        if start >= self.start and end <= self.start + len(self.buf):
+            rel = start - self.start
+            if rel == 0 and end - start == len(self.buf):
+                return self.buf
+            return memoryview(self.buf)[rel:rel + end - start]
+        return _pread_full(self.fd, end - start, start)
+
+
+class _Segment:
+    """One segment: its file and in-memory indexes."""
+
+    __slots__ = (
+        "base_offset", "log_path", "fd", "writable", "size", "idx_rel", "idx_pos", "time_ts",
+        "time_rel", "max_ts", "max_ts_offset", "bytes_since_index", "rolling_base_ms",
+        "next_offset",
+    )
+
+    def __init__(self, directory: str, base_offset: int):
+        self.base_offset = base_offset
+        self.log_path = os.path.join(directory, segment_file_name(base_offset))
+        self.fd: int | None = None
+        self.writable = False
+        self.size = 0
+        self.next_offset = base_offset  # exact for the active segment only
+        self.rolling_base_ms: int | None = None
+        self.reset_indexes()
+
+    def reset_indexes(self) -> None:
+        self.idx_rel = array("i")
+        self.idx_pos = array("i")
+        self.time_ts = array("q")
+        self.time_rel = array("i")
+        self.max_ts = NO_TIMESTAMP
+        self.max_ts_offset = self.base_offset
+        self.bytes_since_index = 0
+
+    @property
+    def index_path(self) -> str:
+        return self.log_path[:-len(_LOG_SUFFIX)] + _INDEX_SUFFIX
+
+    @property
+    def time_index_path(self) -> str:
+        return self.log_path[:-len(_LOG_SUFFIX)] + _TIME_INDEX_SUFFIX
+
+    def open(self, *, writable: bool = False) -> int:
+        if self.fd is not None and (self.writable or not writable):
+            return self.fd
+        if self.fd is not None:
+            os.close(self.fd)
+        flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
+        self.fd = os.open(self.log_path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        self.writable = writable
+        return self.fd
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+            self.writable = False
+
+    def add_batch(self, position: int, size: int, base: int, max_ts: int, interval: int) -> None:
+        if max_ts > self.max_ts:
+            self.max_ts = max_ts
+            self.max_ts_offset = base
+        if self.bytes_since_index > interval:
+            self.idx_rel.append(base - self.base_offset)
+            self.idx_pos.append(position)
+            if self.max_ts > (self.time_ts[-1] if self.time_ts else NO_TIMESTAMP):
+                self.time_ts.append(self.max_ts)
+                self.time_rel.append(self.max_ts_offset - self.base_offset)
+            self.bytes_since_index = 0
+        self.bytes_since_index += size
+
+    def finish_time_index(self) -> None:
+        if self.max_ts > (self.time_ts[-1] if self.time_ts else NO_TIMESTAMP):
+            self.time_ts.append(self.max_ts)
+            self.time_rel.append(self.max_ts_offset - self.base_offset)
+
+    def lookup_position(self, offset: int) -> int:
+        """File position of a batch start at or before the batch containing ``offset``."""
+        i = bisect_right(self.idx_rel, offset - self.base_offset) - 1
+        return self.idx_pos[i] if i >= 0 else 0
+
+    def start_offset_for_timestamp(self, timestamp: int) -> int:
+        """An offset before which no batch of this segment has max timestamp >= timestamp."""
+        i = bisect_right(self.time_ts, timestamp) - 1
+        return self.base_offset + self.time_rel[i] if i >= 0 else self.base_offset
+
+    def largest_timestamp(self) -> int:
+        """Kafka's LogSegment.largestTimestamp: the max timestamp, else the file's mtime."""
+        if self.max_ts >= 0:
+            return self.max_ts
+        try:
+            return int(os.stat(self.log_path).st_mtime * 1000)
+        except OSError:
+            return NO_TIMESTAMP
+
+    def write_indexes(self, *, durable: bool = False) -> None:
+        n = len(self.idx_rel)
+        values = [0] * (2 * n)
+        values[0::2] = self.idx_rel
+        values[1::2] = self.idx_pos
+        _atomic_write(self.index_path, struct.pack(f">{2 * n}i", *values), durable=durable)
+        n = len(self.time_ts)
+        tvalues: list[int] = [0] * (2 * n)
+        tvalues[0::2] = self.time_ts
+        tvalues[1::2] = self.time_rel
+        _atomic_write(self.time_index_path, struct.pack(">" + "qi" * n, *tvalues),
+                      durable=durable)
+
+    def load_indexes(self, next_base: int) -> bool:
+        """Load the index files of a closed segment; False if missing or failing sanity checks
+        (then the caller rebuilds them by scanning the segment)."""
+        try:
+            with open(self.index_path, "rb") as f:
+                index_data = f.read()
+            with open(self.time_index_path, "rb") as f:
+                time_data = f.read()
+        except OSError:
+            return False
+        if len(index_data) % _OFFSET_INDEX_ENTRY or len(time_data) % _TIME_INDEX_ENTRY:
+            return False
+        n = len(index_data) // _OFFSET_INDEX_ENTRY
+        values = struct.unpack(f">{2 * n}i", index_data)
+        rel, pos = array("i", values[0::2]), array("i", values[1::2])
+        span = next_base - self.base_offset
+        if n and (rel[0] < 0 or rel[-1] >= span or pos[0] <= 0 or pos[-1] >= self.size):
+            return False
+        if any(rel[i] >= rel[i + 1] or pos[i] >= pos[i + 1] for i in range(n - 1)):
+            return False
+        n = len(time_data) // _TIME_INDEX_ENTRY
+        tvalues = struct.unpack(">" + "qi" * n, time_data)
+        ts, trel = array("q", tvalues[0::2]), array("i", tvalues[1::2])
+        if self.size > 0 and n == 0:
+            return False  # the final entry (the segment's max timestamp) is missing
+        if n and (trel[0] < 0 or trel[-1] >= span):
+            return False
+        if any(ts[i] >= ts[i + 1] or trel[i] > trel[i + 1] for i in range(n - 1)):
+            return False
+        self.idx_rel, self.idx_pos, self.time_ts, self.time_rel = rel, pos, ts, trel
+        if n:
+            self.max_ts = ts[-1]
+            self.max_ts_offset = self.base_offset + trel[-1]
+        self.next_offset = next_base
+        return True
+
+    def delete_files(self) -> None:
+        self.close()
+        for path in (self.log_path, self.index_path, self.time_index_path):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+
+class SegmentLog(PartitionLog):
+    """A partition log in segment files under ``directory`` (created if missing)."""
+
+    def __init__(self, directory: str, config: LogConfig | None = None, *,
+                 clock: Callable[[], int] | None = None):
+        super().__init__(config, clock=clock)
+        self.directory = os.fspath(directory)
+        os.makedirs(self.directory, exist_ok=True)
+        self._segments: list[_Segment] = []
+        self._bases: list[int] = []
+        self._start = 0
+        self._end = 0
+        self._size = 0
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._clock()
+        self._dir_dirty = False
+        self._closed = False
+        self._load()
+
+    # --- offsets ---
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._end
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._bases)
+
+    @property
+    def _active(self) -> _Segment:
+        return self._segments[-1]
+
+    # --- opening ---
+
+    def _load(self) -> None:
+        bases = set()
+        for name in os.listdir(self.directory):
+            if name.endswith(_TMP_SUFFIX):
+                os.unlink(os.path.join(self.directory, name))  # an interrupted atomic write
+                continue
+            match = _SEGMENT_NAME.match(name)
+            if match and match.group(2) == "log":
+                bases.add(int(match.group(1)))
+        for name in os.listdir(self.directory):  # index files whose segment is gone
+            match = _SEGMENT_NAME.match(name)
+            if match and match.group(2) != "log" and int(match.group(1)) not in bases:
+                os.unlink(os.path.join(self.directory, name))
+        checkpoint = self._read_checkpoint()
+        segments = [_Segment(self.directory, base) for base in sorted(bases)]
+        for seg in segments:
+            seg.size = os.path.getsize(seg.log_path)
+        i = 0
+        while i < len(segments):
+            seg = segments[i]
+            last = i == len(segments) - 1
+            if not last and seg.load_indexes(segments[i + 1].base_offset):
+                i += 1
+                continue
+            valid_end, next_offset = self._scan(seg)
+            if valid_end < seg.size:
+                dropped = seg.size - valid_end
+                later = segments[i + 1:]
+                logger.warning(
+                    "partition log %s: truncating segment %s from byte %d: %d bytes of torn or "
+                    "corrupt data dropped%s", self.directory, os.path.basename(seg.log_path),
+                    valid_end, dropped,
+                    f", and {len(later)} later segment(s) deleted" if later else "")
+                os.truncate(seg.log_path, valid_end)
+                seg.size = valid_end
+                for stale in later:
+                    stale.delete_files()
+                del segments[i + 1:]
+                last = True
+            if not last and next_offset > segments[i + 1].base_offset:
+                logger.warning("partition log %s: segment %s overlaps the next one; "
+                               "deleting the later segments", self.directory, seg.log_path)
+                for stale in segments[i + 1:]:
+                    stale.delete_files()
+                del segments[i + 1:]
+                last = True
+            seg.next_offset = next_offset
+            if not last:
+                seg.finish_time_index()
+                seg.write_indexes()
+            i += 1
+        self._segments = segments
+        self._bases = [seg.base_offset for seg in segments]
+        if not segments:
+            self._new_segment(checkpoint or 0)
+        active = self._active
+        active.open(writable=True)
+        for stale in (active.index_path, active.time_index_path):
+            try:  # the active segment's indexes live in memory until it rolls or closes
+                os.unlink(stale)
+            except FileNotFoundError:
+                pass
+        if active.size:
+            active.rolling_base_ms = self._clock()
+        self._end = active.next_offset
+        self._size = sum(seg.size for seg in self._segments)
+        self._start = max(checkpoint or 0, self._segments[0].base_offset)
+        if self._start > self._end:
+            logger.warning(
+                "partition log %s: log start offset %d from the checkpoint is past the log end "
+                "offset %d; restarting the log empty at %d", self.directory, self._start,
+                self._end, self._start)
+            self._truncate_fully_and_start_at(self._start)
+        self._delete_segments(self._count_deletable(self._breached_by_start))
+
+    def _scan(self, seg: _Segment, *, validate: bool = True) -> tuple[int, int]:
+        """Read every batch of a segment, rebuilding its in-memory indexes; stop at the first
+        torn or corrupt batch. Returns (end of the valid data, next offset)."""
+        seg.reset_indexes()
+        fd = seg.open()
+        reader = _Reader(fd, seg.size, _SCAN_CHUNK)
+        interval = self.config.index_interval_bytes
+        pos = 0
+        expected = seg.base_offset
+        while pos < seg.size:
+            got = reader.ensure(pos, HEADER_SIZE)
+            if got is None:
+                break
+            buf, rel = got
+            _base, length = _LENGTH_AT.unpack_from(buf, rel)
+            size = LOG_OVERHEAD + length
+            if length < HEADER_SIZE - LOG_OVERHEAD:
+                break
+            got = reader.ensure(pos, size)
+            if got is None:
+                break
+            buf, rel = got
+            try:
+                batch = RecordBatch(buf, rel)
+                if validate:
+                    batch.validate()
+            except CorruptRecordError:
+                break
+            if batch.base_offset < expected or batch.last_offset_delta < 0:
+                break
+            seg.add_batch(pos, size, batch.base_offset, batch.max_timestamp, interval)
+            expected = batch.next_offset
+            pos += size
+        return pos, expected
+
+    def _read_checkpoint(self) -> int | None:
+        path = os.path.join(self.directory, CHECKPOINT_FILE)
+        try:
+            with open(path, "r", encoding="ascii") as f:
+                lines = f.read().split()
+            if len(lines) >= 2 and int(lines[0]) == _CHECKPOINT_VERSION:
+                value = int(lines[1])
+                return value if value >= 0 else None
+        except (OSError, ValueError):
+            pass
+        return None
+
+    def _write_checkpoint(self) -> None:
+        _atomic_write(os.path.join(self.directory, CHECKPOINT_FILE),
+                      f"{_CHECKPOINT_VERSION}\n{self._start}\n".encode("ascii"), durable=True)
+
+    # --- segments ---
+
+    def _new_segment(self, base_offset: int) -> _Segment:
+        seg = _Segment(self.directory, base_offset)
+        fd = seg.open(writable=True)
+        os.ftruncate(fd, 0)  # a leftover file of that name holds nothing we still need
+        for stale in (seg.index_path, seg.time_index_path):
+            try:
+                os.unlink(stale)
+            except FileNotFoundError:
+                pass
+        self._segments.append(seg)
+        self._bases.append(base_offset)
+        self._dir_dirty = True
+        return seg
+
+    def _roll(self) -> _Segment:
+        """Close the active segment for appends (fsync it, write its indexes) and start a new
+        one at the log end offset."""
+        old = self._active
+        old.finish_time_index()
+        if old.fd is not None:
+            _sync_data(old.fd)
+        old.write_indexes()
+        old.next_offset = self._end
+        return self._new_segment(self._end)
+
+    def _should_roll(self, seg: _Segment, incoming: int, last_offset: int, now: int) -> bool:
+        if seg.size == 0:
+            return False
+        config = self.config
+        if seg.size + incoming > min(config.segment_bytes, INT_MAX):
+            return True
+        if seg.rolling_base_ms is not None and now - seg.rolling_base_ms > config.segment_ms:
+            return True
+        return last_offset - seg.base_offset > INT_MAX  # relative offsets are int32
+
+    # --- append / read ---
+
+    def append(self, batches, *, log_append_time: int | None = None,
+               partition_leader_epoch: int | None = None) -> AppendInfo:
+        if self._closed:
+            raise ValueError("log is closed")
+        buf, entries = prepare_append(batches, self._end, log_append_time, partition_leader_epoch)
+        now = self._clock()
+        first_offset = self._end
+        next_offset = entries[-1][3]
+        seg = self._active
+        if self._should_roll(seg, len(buf), next_offset - 1, now):
+            seg = self._roll()
+        fd = seg.fd if seg.writable else seg.open(writable=True)
+        position = seg.size
+        try:
+            _write_all(fd, buf, position)
+        except OSError:
+            try:  # leave no partial batch behind (e.g. disk full)
+                os.ftruncate(fd, position)
+            except OSError:
+                pass
+            raise
+        interval = self.config.index_interval_bytes
+        append_max = NO_TIMESTAMP
+        for rel_pos, size, base, _next, max_ts in entries:
+            seg.add_batch(position + rel_pos, size, base, max_ts, interval)
+            if max_ts > append_max:
+                append_max = max_ts
+        if seg.rolling_base_ms is None:
+            seg.rolling_base_ms = now
+        seg.size = position + len(buf)
+        seg.next_offset = next_offset
+        self._size += len(buf)
+        self._end = next_offset
+        self._unflushed_messages += next_offset - first_offset
+        config = self.config
+        if (self._unflushed_messages >= config.flush_messages
+                or now - self._last_flush_ms >= config.flush_ms):
+            self._flush(now)
+        return AppendInfo(
+            first_offset=first_offset, last_offset=next_offset - 1,
+            log_append_time=-1 if log_append_time is None else log_append_time,
+            log_start_offset=self._start, max_timestamp=append_max, size=len(buf),
+            batch_count=len(entries))
+
+    def _locate(self, seg: _Segment, reader: _Reader, offset: int):
+        """(position, size, base offset) of the first batch of ``seg`` whose last offset is
+        >= offset."""
+        pos = seg.lookup_position(offset)
+        size_limit = seg.size
+        while pos < size_limit:
+            got = reader.ensure(pos, _NEED_FOR_NEXT)
+            if got is None:
+                return None
+            buf, rel = got
+            base, length = _LENGTH_AT.unpack_from(buf, rel)
+            size = LOG_OVERHEAD + length
+            if base + _LAST_DELTA.unpack_from(buf, rel + _LAST_DELTA_AT)[0] >= offset:
+                return pos, size, base
+            pos += size
+        return None
+
+    def _batch_end(self, seg: _Segment, reader: _Reader, pos: int, limit: int) -> int:
+        """Starting from the batch boundary ``pos``, the end of the last whole batch that ends
+        at or before ``limit``; jumps ahead with the offset index instead of walking every
+        header."""
+        i = bisect_right(seg.idx_pos, limit) - 1
+        if i >= 0 and seg.idx_pos[i] > pos:
+            pos = seg.idx_pos[i]  # a batch boundary; everything before it fits
+        end_limit = min(limit, seg.size)
+        while pos < end_limit:
+            got = reader.ensure(pos, _NEED_FOR_SIZE)
+            if got is None:
+                break
+            buf, rel = got
+            size = LOG_OVERHEAD + _LENGTH_AT.unpack_from(buf, rel)[1]
+            if pos + size > end_limit:
+                break
+            pos += size
+        return pos
+
+    def read(self, offset: int, max_bytes: int, *, min_one_message: bool = True):
+        if offset < self._start or offset > self._end:
+            raise OffsetOutOfRange(offset, self._start, self._end)
+        if offset == self._end:
+            return b""
+        index = bisect_right(self._bases, offset) - 1
+        segments = self._segments
+        budget = max(max_bytes, 0)
+        chunk = budget + 2 * self.config.index_interval_bytes + 4096
+        pieces = []
+        first = True
+        while index < len(segments):
+            seg = segments[index]
+            index += 1
+            if seg.size == 0:
+                continue
+            fd = seg.fd if seg.fd is not None else seg.open()
+            reader = _Reader(fd, seg.size, chunk)
+            if first:
+                found = self._locate(seg, reader, offset)
+                if found is None:
+                    continue  # nothing at or after offset here; try the next segment
+                start, first_size, _base = found
+                first = False
+                if first_size > budget:
+                    if not min_one_message:
+                        return b""
+                    return reader.slice(start, start + first_size)
+            else:
+                start = 0
+                got = reader.ensure(0, _NEED_FOR_SIZE)
+                if got is None:
+                    break
+                first_size = LOG_OVERHEAD + _LENGTH_AT.unpack_from(*got)[1]
+                if first_size > budget:
+                    break
+            end = self._batch_end(seg, reader, start + first_size, start + budget)
+            pieces.append(reader.slice(start, end))
+            budget -= end - start
+            if end < seg.size or budget <= 0:
+                break
+        if not pieces:
+            return b""
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def _iter_batch_headers(self, seg: _Segment, reader: _Reader, pos: int):
+        """Yield (position, size, base offset, next offset, max timestamp) from ``pos`` on."""
+        while pos < seg.size:
+            got = reader.ensure(pos, _NEED_FOR_MAX_TS)
+            if got is None:
+                return
+            buf, rel = got
+            base, length = _LENGTH_AT.unpack_from(buf, rel)
+            size = LOG_OVERHEAD + length
+            next_offset = base + _LAST_DELTA.unpack_from(buf, rel + _LAST_DELTA_AT)[0] + 1
+            yield pos, size, base, next_offset, _MAX_TS.unpack_from(buf, rel + _MAX_TS_AT)[0]
+            pos += size
+
+    # --- ListOffsets ---
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        start_offset = self._start
+        for i in range(max(bisect_right(self._bases, start_offset) - 1, 0), len(self._segments)):
+            seg = self._segments[i]
+            if seg.size == 0 or seg.max_ts < timestamp:
+                continue
+            from_offset = max(seg.start_offset_for_timestamp(timestamp), start_offset)
+            fd = seg.fd if seg.fd is not None else seg.open()
+            reader = _Reader(fd, seg.size, 1 << 16)
+            for pos, size, _base, next_offset, max_ts in self._iter_batch_headers(
+                    seg, reader, seg.lookup_position(from_offset)):
+                if next_offset <= start_offset or max_ts < timestamp:
+                    continue
+                got = reader.ensure(pos, size)
+                if got is None:
+                    break
+                found = first_record_at_or_after(RecordBatch(*got), timestamp, start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        # Only batches holding offsets >= the log start offset count (MemoryLog drops the rest;
+        # here the segment holding the log start offset may still keep older batches).
+        best_ts, best_seg, best_base = NO_TIMESTAMP, None, 0
+        segments = self._segments
+        for i, seg in enumerate(segments):
+            upper = segments[i + 1].base_offset if i + 1 < len(segments) else self._end
+            if seg.size == 0 or upper <= self._start:
+                continue
+            if seg.max_ts_offset >= self._start:
+                ts, base = seg.max_ts, seg.max_ts_offset
+            else:
+                ts, base = self._max_timestamp_from(seg, self._start)
+            if ts > best_ts:
+                best_ts, best_seg, best_base = ts, seg, base
+        if best_seg is None:
+            return None
+        fd = best_seg.fd if best_seg.fd is not None else best_seg.open()
+        reader = _Reader(fd, best_seg.size, 1 << 16)
+        for pos, size, base, _next, _max_ts in self._iter_batch_headers(
+                best_seg, reader, best_seg.lookup_position(best_base)):
+            if base >= best_base:
+                got = reader.ensure(pos, size)
+                if got is None:
+                    break
+                return offset_of_max_timestamp(RecordBatch(*got)), best_ts
+        return best_base, best_ts
+
+    def _max_timestamp_from(self, seg: _Segment, offset: int) -> tuple[int, int]:
+        """(max timestamp, base offset of the first batch with it) over the batches of ``seg``
+        that hold offsets >= ``offset``; scans the segment's headers (rare: ListOffsets -3 after
+        DeleteRecords moved the log start offset past the segment's max)."""
+        fd = seg.fd if seg.fd is not None else seg.open()
+        reader = _Reader(fd, seg.size, 1 << 20)
+        best_ts, best_base = NO_TIMESTAMP, seg.base_offset
+        for _pos, _size, base, next_offset, max_ts in self._iter_batch_headers(
+                seg, reader, seg.lookup_position(offset)):
+            if next_offset > offset and max_ts > best_ts:
+                best_ts, best_base = max_ts, base
+        return best_ts, best_base
+
+    # --- moving the ends ---
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
+        for seg in self._segments:
+            seg.delete_files()
+        self._segments, self._bases = [], []
+        self._new_segment(offset)
+        self._start = self._end = offset
+        self._size = 0
+        self._active.next_offset = offset
+        self._write_checkpoint()
+
+    def truncate_to(self, offset: int) -> None:
+        if offset >= self._end:
+            return
+        if offset <= self._start:
+            self._truncate_fully_and_start_at(offset)
+            return
+        keep = bisect_right(self._bases, offset) - 1
+        seg = self._segments[keep]
+        fd = seg.open(writable=True)
+        found = self._locate(seg, _Reader(fd, seg.size, 1 << 16), offset)
+        if found is not None and found[2] < self._start:
+            # the batch to remove also holds the log start offset: nothing readable is left
+            self._truncate_fully_and_start_at(self._start)
+            return
+        for later in self._segments[keep + 1:]:
+            self._size -= later.size
+            later.delete_files()
+        del self._segments[keep + 1:], self._bases[keep + 1:]
+        if found is not None:
+            cut = found[0]
+            os.ftruncate(fd, cut)
+            self._size -= seg.size - cut
+            seg.size = cut
+        for stale in (seg.index_path, seg.time_index_path):
+            try:
+                os.unlink(stale)
+            except FileNotFoundError:
+                pass
+        _valid_end, seg.next_offset = self._scan(seg, validate=False)
+        seg.rolling_base_ms = None
+        self._end = seg.next_offset
+
+    def delete_records_before(self, offset: int) -> int:
+        offset = self._check_delete_records_offset(offset)
+        if offset > self._start:
+            self._start = offset
+            self._write_checkpoint()
+            self._delete_segments(self._count_deletable(self._breached_by_start))
+        return self._start
+
+    def _breached_by_start(self, seg: _Segment, next_seg: _Segment | None) -> bool:
+        return next_seg is not None and next_seg.base_offset <= self._start
+
+    def _count_deletable(self, predicate) -> int:
+        """How many leading segments Kafka's deletableSegments would delete: stop at the first
+        one the predicate keeps; never the active segment when it is empty."""
+        segments = self._segments
+        count = 0
+        for i, seg in enumerate(segments):
+            next_seg = segments[i + 1] if i + 1 < len(segments) else None
+            if next_seg is None and seg.size == 0:
+                break
+            if not predicate(seg, next_seg):
+                break
+            count += 1
+        return count
+
+    def _delete_segments(self, count: int) -> int:
+        if count <= 0:
+            return 0
+        if count == len(self._segments):
+            self._roll()  # keep an (empty) active segment at the log end offset
+        freed = 0
+        for seg in self._segments[:count]:
+            freed += seg.size
+            seg.delete_files()
+        del self._segments[:count], self._bases[:count]
+        self._size -= freed
+        self._dir_dirty = True
+        if self._bases[0] > self._start:
+            self._start = self._bases[0]
+            self._write_checkpoint()
+        return freed
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        config = self.config
+        freed = 0
+        if config.delete_enabled:
+            now = self._clock() if now_ms is None else now_ms
+            if config.retention_ms >= 0:
+                retention_ms = config.retention_ms
+                freed += self._delete_segments(self._count_deletable(
+                    lambda seg, _next: now - seg.largest_timestamp() > retention_ms))
+            if config.retention_bytes >= 0 and self._size >= config.retention_bytes:
+                diff = self._size - config.retention_bytes
+
+                def size_breached(seg: _Segment, _next) -> bool:
+                    nonlocal diff
+                    if diff - seg.size >= 0:
+                        diff -= seg.size
+                        return True
+                    return False
+
+                freed += self._delete_segments(self._count_deletable(size_breached))
+        freed += self._delete_segments(self._count_deletable(self._breached_by_start))
+        return freed
+
+    # --- flushing and closing ---
+
+    def _flush(self, now: int) -> None:
+        fd = self._active.fd
+        if fd is not None:
+            _sync_data(fd)
+        if self._dir_dirty:
+            _fsync_dir(self.directory)
+            self._dir_dirty = False
+        self._unflushed_messages = 0
+        self._last_flush_ms = now
+
+    def flush(self) -> None:
+        """fsync the active segment (older ones were fsynced when rolled)."""
+        if not self._closed:
+            self._flush(self._clock())
+
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        if self._closed:
+            return False
+        now = self._clock() if now_ms is None else now_ms
+        if self._unflushed_messages and now - self._last_flush_ms >= self.config.flush_ms:
+            self._flush(now)
+            return True
+        return False
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        active = self._active
+        self._flush(self._clock())
+        active.finish_time_index()
+        active.write_indexes(durable=True)
+        self._write_checkpoint()
+        for seg in self._segments:
+            seg.close()
+        self._closed = True
+
+    def delete(self) -> None:
+        for seg in self._segments:
+            seg.close()
+        self._closed = True
+        shutil.rmtree(self.directory, ignore_errors=True)
