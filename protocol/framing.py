@@ -45,7 +45,7 @@ def read_request_header(frame) -> RequestHeader:
     """Decode the request header (v1 or v2, chosen by the API's flexible versions).
 
     An unknown api key or version still yields the fixed fields with header v1 so the caller can
-    answer or close; the body offset is then only meaningful for known APIs.
+    answer or close; the body offset is then only meaningful for known APIs and versions.
     """
     if len(frame) < 10:
         raise DecodeError(f"request header truncated: {len(frame)} bytes")
@@ -60,7 +60,7 @@ def read_request_header(frame) -> RequestHeader:
         pos += n
     api = APIS.get(api_key)
     header_version = 1
-    if api is not None and api_version >= api.first_flexible:
+    if api is not None and api.first_flexible <= api_version <= api.max_version:
         header_version = 2
         if pos >= len(frame):
             raise DecodeError("request header v2 truncated before its tagged fields")

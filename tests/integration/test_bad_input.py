@@ -1,0 +1,126 @@
+"""Bad input closes only its own connection, with one log line saying why; others carry on."""
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import time
+
+import pytest
+
+from protocol import messages as m
+from protocol.errors import ErrorCode
+from tests.support import RawClient
+
+
+def closed_by_peer(sock: socket.socket, timeout: float = 5.0) -> bool:
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def frame(body: bytes) -> bytes:
+    return struct.pack(">i", len(body)) + body
+
+
+def assert_still_serving(port: int) -> None:
+    client = RawClient(port)
+    response = client.call(m.MetadataRequest(topics=None), 12)
+    assert response.brokers[0].port == port
+    client.close()
+
+
+def log_reasons(broker) -> list[str]:
+    out = []
+    for line in broker.logs().splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if event.get("event") == "closing connection":
+            out.append(event["reason"])
+    return out
+
+
+def wait_for_reason(broker, fragment: str) -> str:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        for reason in log_reasons(broker):
+            if fragment in reason:
+                return reason
+        time.sleep(0.05)
+    raise AssertionError(f"no log line about {fragment!r}: {log_reasons(broker)}")
+
+
+BAD_FRAMES = {
+    "garbage": (b"\x00\x00\x00\x07garbage", "malformed request header"),
+    "oversized size prefix": (struct.pack(">i", 2**31 - 1) + b"x" * 10, "frame size"),
+    "negative size prefix": (struct.pack(">i", -5), "frame size"),
+    "unknown api key": (frame(struct.pack(">hhih", 999, 0, 1, -1)), "unknown api key 999"),
+    "unsupported version": (frame(struct.pack(">hhih", 3, 99, 1, -1)),
+                            "unsupported version 99 of Metadata"),
+    "truncated body": (frame(struct.pack(">hhih", 3, 1, 1, -1) + b"\x00\x00\x00\x05\x00"),
+                       "malformed Metadata v1 request"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FRAMES))
+def test_bad_frame_closes_only_its_connection(broker, case):
+    data, reason = BAD_FRAMES[case]
+    bystander = RawClient(broker.port)
+    bystander.call(m.ApiVersionsRequest(), 0)
+    sock = socket.create_connection(("127.0.0.1", broker.port))
+    sock.sendall(data)
+    assert closed_by_peer(sock)
+    sock.close()
+    wait_for_reason(broker, reason)
+    # the other connection and new connections keep working
+    assert bystander.call(m.ApiVersionsRequest(), 0).error_code == ErrorCode.NONE
+    bystander.close()
+    assert_still_serving(broker.port)
+
+
+def test_truncated_frame_then_disconnect_leaves_broker_serving(broker):
+    sock = socket.create_connection(("127.0.0.1", broker.port))
+    sock.sendall(struct.pack(">i", 100) + b"\x00\x03\x00\x01")  # 6 of 100 bytes, then gone
+    sock.close()
+    assert_still_serving(broker.port)
+
+
+def test_unsupported_api_versions_version_gets_v0_answer_with_ranges(broker):
+    sock = socket.create_connection(("127.0.0.1", broker.port), timeout=5)
+    sock.sendall(frame(struct.pack(">hhih", 18, 99, 7, -1) + b"\x00\x00"))
+    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    body = sock.recv(size, socket.MSG_WAITALL)
+    correlation_id = struct.unpack_from(">i", body)[0]
+    response = m.ApiVersionsResponse.decode(body, 0, 4)
+    assert correlation_id == 7
+    assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert ranges[18] == (0, 4)
+    assert ranges[3] == (0, 13)
+    # the connection stays usable: ask again at a version we support
+    sock.sendall(frame(struct.pack(">hhih", 18, 0, 8, -1)))
+    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    assert struct.unpack_from(">ih", sock.recv(size, socket.MSG_WAITALL)) == (8, 0)
+    sock.close()
+
+
+def test_pipelined_requests_are_answered_in_order(broker):
+    client = RawClient(broker.port)
+    topic = "pipelined-order"
+    client.call(m.CreateTopicsRequest(topics=[m.CreateTopicsRequest.CreatableTopic(
+        name=topic, num_partitions=1, replication_factor=1)], timeout_ms=1000), 7)
+    F = m.FetchRequest
+    # a long-poll fetch first, then a quick request: the quick answer must wait its turn
+    fetch = F(replica_id=-1, max_wait_ms=300, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+              session_id=0, session_epoch=-1, topics=[F.FetchTopic(topic=topic, partitions=[
+                  F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
+    first = client.send(fetch, 12)
+    second = client.send(m.ApiVersionsRequest(), 3)
+    got_first, _ = client.receive(m.FetchResponse, 12, 1)
+    got_second, _ = client.receive(m.ApiVersionsResponse, 3, 18)
+    assert (got_first, got_second) == (first, second)
+    client.close()
