@@ -24,6 +24,7 @@ log = structlog.get_logger("broker.server")
 
 _SIZE = struct.Struct(">i")
 UNSUPPORTED_VERSION = 35
+READ_BUFFER_SIZE = 256 * 1024
 
 
 class RequestContext:
@@ -55,7 +56,7 @@ class _Slot:
         self.started = started
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker, listener: str) -> None:
         self.broker = broker
         self.listener = listener
@@ -65,7 +66,11 @@ class KafkaConnection(asyncio.Protocol):
         self.transport = None
         self.peer = "?"
         self.client_host = ""
-        self.buffer = bytearray()
+        self.read_buffer = bytearray(READ_BUFFER_SIZE)  # small frames, reused
+        self.read_start = 0
+        self.read_end = 0
+        self.big = None  # a frame larger than the read buffer, filled in place
+        self.big_filled = 0
         self.pending: list[_Slot] = []
         self.closed = False
         self.reading_paused = False
@@ -104,33 +109,62 @@ class KafkaConnection(asyncio.Protocol):
         self.writing_paused = False
         self._update_reading()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self.big is not None:
+            return memoryview(self.big)[self.big_filled:]
+        if self.read_end == len(self.read_buffer):
+            self._compact()
+        return memoryview(self.read_buffer)[self.read_end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self.closed:
             return
-        self.broker.metrics.bytes_in(len(data))
-        buf = self.buffer
-        buf += data
-        pos = 0
-        n = len(buf)
-        while n - pos >= 4:
-            (size,) = _SIZE.unpack_from(buf, pos)
+        self.broker.metrics.bytes_in(nbytes)
+        if self.big is not None:
+            self.big_filled += nbytes
+            if self.big_filled == len(self.big):
+                frame, self.big = self.big, None
+                self.handle_frame(frame)
+            return
+        self.read_end += nbytes
+        self._parse_frames()
+
+    def _parse_frames(self) -> None:
+        buf = self.read_buffer
+        while not self.closed:
+            start, end = self.read_start, self.read_end
+            if end - start < 4:
+                break
+            (size,) = _SIZE.unpack_from(buf, start)
             if size < 0 or size > self.max_frame:
                 self.close(f"frame size {size} outside 0..socket.request.max.bytes "
                            f"({self.max_frame})")
                 return
-            if n - pos - 4 < size:
-                break
-            frame = bytes(buf[pos + 4:pos + 4 + size])
-            pos += 4 + size
-            self.handle_frame(frame)
-            if self.closed:
-                return
-        if pos:
-            del buf[:pos]
+            if end - start - 4 >= size:
+                frame = bytes(buf[start + 4:start + 4 + size])
+                self.read_start = start + 4 + size
+                self.handle_frame(frame)
+                continue
+            if size > len(buf) - 4:
+                # a large frame: allocate exactly its size (checked above) and let the
+                # transport fill it directly, so its bytes are copied once
+                have = end - start - 4
+                self.big = bytearray(size)
+                self.big[:have] = buf[start + 4:end]
+                self.big_filled = have
+                self.read_start = self.read_end = 0
+            break
+        if self.read_start == self.read_end:
+            self.read_start = self.read_end = 0
+
+    def _compact(self) -> None:
+        start, end = self.read_start, self.read_end
+        self.read_buffer[:end - start] = self.read_buffer[start:end]
+        self.read_start, self.read_end = 0, end - start
 
     # -- requests
 
-    def handle_frame(self, frame: bytes) -> None:
+    def handle_frame(self, frame) -> None:
         received = time.monotonic()
         try:
             header = read_request_header(frame)

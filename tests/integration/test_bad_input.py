@@ -124,3 +124,32 @@ def test_pipelined_requests_are_answered_in_order(broker):
     got_second, _ = client.receive(m.ApiVersionsResponse, 3, 18)
     assert (got_first, got_second) == (first, second)
     client.close()
+
+
+def test_large_frame_sent_in_pieces_is_reassembled(broker):
+    """A produce frame bigger than the connection's read buffer, sent in odd-sized pieces."""
+    from protocol.framing import encode_request
+    from protocol.records import SimpleRecord, build_batch
+    client = RawClient(broker.port)
+    topic = "large-frames"
+    client.call(m.CreateTopicsRequest(topics=[m.CreateTopicsRequest.CreatableTopic(
+        name=topic, num_partitions=1, replication_factor=1)], timeout_ms=1000), 7)
+    values = [bytes([i % 251]) * 100_000 for i in range(11)]
+    batch = build_batch([SimpleRecord(None, v) for v in values])
+    P = m.ProduceRequest
+    request = P(acks=1, timeout_ms=1000, topic_data=[P.TopicProduceData(
+        name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])])
+    data = encode_request(0, 9, 42, "pieces", request)
+    for start in range(0, len(data), 77_777):
+        client.sock.sendall(data[start:start + 77_777])
+        time.sleep(0.01)
+    correlation_id, response = client.receive(m.ProduceResponse, 9, 0)
+    assert correlation_id == 42
+    part = response.responses[0].partition_responses[0]
+    assert (part.error_code, part.base_offset) == (ErrorCode.MESSAGE_TOO_LARGE, -1)
+    # under the limit it is appended
+    small = build_batch([SimpleRecord(None, v) for v in values[:5]])
+    request.topic_data[0].partition_data[0].records = small
+    part = client.call(request, 9).responses[0].partition_responses[0]
+    assert (part.error_code, part.base_offset) == (ErrorCode.NONE, 0)
+    client.close()
