@@ -8,6 +8,7 @@ import structlog
 
 from .config import BrokerConfig
 from .fetch_purgatory import FetchPurgatory
+from .offsets_topic import build_coordinator, load_all
 from .metrics import Metrics
 from .server import Server
 from .timer import AsyncioTimerDriver
@@ -35,7 +36,7 @@ class Broker:
         self.next_producer_id = 1000
         self.ready = False
         self.fetches = FetchPurgatory(self)
-        self.coordinator = None
+        self.coordinator = build_coordinator(self)
 
     def advertised(self, listener: str) -> tuple[str, int]:
         """(host, port) clients should use for this broker when connected via listener."""
@@ -54,6 +55,7 @@ class Broker:
         self.next_producer_id = max(self.next_producer_id, self._max_producer_id() + 1)
         await self.server.start()
         await self.metrics.serve()
+        await load_all(self)
         self.ready = True
         log.info("broker started", node_id=self.node_id,
                  listeners={n: f"{h}:{p}" for n, (h, p) in self.server.bound.items()},
@@ -85,6 +87,7 @@ class Broker:
         self.server.stop_accepting()
         self.fetches.complete_all()
         await self.server.stop()
+        self.coordinator.close()
         self.timer_driver.stop()
         self.metrics.stop()
         self.topics.close()
