@@ -137,3 +137,74 @@ class RawClient:
 
     def close(self) -> None:
         self.sock.close()
+
+
+class GroupMember:
+    """A consumer-group member in its own process (tests/clients/group_consumer.py or the Java
+    client), whose JSON event lines are collected by a reader thread."""
+
+    def __init__(self, command: list[str]) -> None:
+        import threading
+        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True)
+        self.events: list[dict] = []
+        self.lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    @classmethod
+    def python(cls, client: str, bootstrap: str, topic: str, group: str, assignor: str,
+               client_id: str = "group-test", instance_id: str | None = None,
+               session_timeout_ms: int = 10000) -> "GroupMember":
+        cmd = [sys.executable, "-m", "tests.clients.group_consumer", "--client", client,
+               "--bootstrap", bootstrap, "--topic", topic, "--group", group, "--assignor",
+               assignor, "--client-id", client_id,
+               "--session-timeout-ms", str(session_timeout_ms)]
+        if instance_id:
+            cmd += ["--instance-id", instance_id]
+        return cls(cmd)
+
+    def _read(self) -> None:
+        import json
+        for line in self.proc.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            with self.lock:
+                self.events.append(event)
+
+    def snapshot(self) -> list[dict]:
+        with self.lock:
+            return list(self.events)
+
+    def records(self) -> list[tuple[int, int, str]]:
+        return [(e["p"], e["o"], e["v"]) for e in self.snapshot() if e["event"] == "record"]
+
+    def assignment(self) -> set[int]:
+        """Partitions currently assigned, from the assigned/revoked events."""
+        current: set[int] = set()
+        for e in self.snapshot():
+            if e["event"] == "assigned":  # every client runner reports the full assignment
+                current = set(e["partitions"])
+            elif e["event"] == "revoked":
+                current -= set(e["partitions"])
+        return current
+
+    def stop(self, sig=signal.SIGTERM, timeout: float = 30) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout)
+        self.reader.join(5)
+        return code
+
+
+def wait_until(condition, timeout: float, interval: float = 0.1, message: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}")
