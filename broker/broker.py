@@ -56,10 +56,32 @@ class Broker:
         await self.server.start()
         await self.metrics.serve()
         await load_all(self)
+        self._schedule_log_maintenance()
         self.ready = True
         log.info("broker started", node_id=self.node_id,
                  listeners={n: f"{h}:{p}" for n, (h, p) in self.server.bound.items()},
                  data_dir=self.config["log.dirs"] or "(in-memory)")
+
+    def _schedule_log_maintenance(self) -> None:
+        """Kafka's periodic log tasks: retention (log.retention.check.interval.ms) and the
+        flusher for flush.ms, both run from the shared timer."""
+        retention_every = self.config["log.retention.check.interval.ms"]
+
+        def retention() -> None:
+            deleted = self.topics.logs.apply_retention(self.clock())
+            if deleted:
+                log.info("retention deleted old log data", bytes=deleted)
+            self.timer.call_later(retention_every, retention)
+
+        flush_every = self.config["log.flush.interval.ms"]
+
+        def flush() -> None:
+            self.topics.logs.maybe_flush(self.clock())
+            self.timer.call_later(flush_every, flush)
+
+        self.timer.call_later(retention_every, retention)
+        if flush_every > 0 and self.config["log.dirs"]:
+            self.timer.call_later(flush_every, flush)
 
     def on_topic_created(self, topic, reason: str) -> None:
         log.info("topic created", topic=topic.name, partitions=len(topic.partitions),
