@@ -30,17 +30,14 @@ READ_BUFFER_SIZE = 256 * 1024
 class RequestContext:
     """What a handler knows of the request beyond its body."""
 
-    __slots__ = ("header", "api_version", "client_id", "client_host", "listener", "connection",
-                 "received_at")
+    __slots__ = ("header", "api_version", "client_id", "client_host", "listener")
 
-    def __init__(self, header, client_host, listener, connection, received_at):
+    def __init__(self, header, client_host: str, listener: str) -> None:
         self.header = header
         self.api_version = header.api_version
         self.client_id = header.client_id or ""
         self.client_host = client_host
         self.listener = listener
-        self.connection = connection
-        self.received_at = received_at
 
 
 class _Slot:
@@ -193,7 +190,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except DecodeError as exc:
             self.close(f"malformed {handler.name} v{version} request: {exc}")
             return
-        ctx = RequestContext(header, self.client_host, self.listener, self, received)
+        ctx = RequestContext(header, self.client_host, self.listener)
         slot = _Slot(handler, version, received)
         self.pending.append(slot)
         self._update_reading()
@@ -234,7 +231,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.closed:
             return
         pending = self.pending
-        if pending and pending[0] is slot or (pending and pending[0].done):
+        if pending and pending[0].done:
             out = []
             i = 0
             while i < len(pending) and pending[i].done:
