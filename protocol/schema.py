@@ -476,8 +476,13 @@ class _Gen:
         if self.flexible and tagged:
             L.append("    _tags = []")
             for f in sorted(tagged, key=lambda x: x.tag):
-                default = self.default_expr(f)
-                L.append(f"    if o.{f.attr} != {default}:")
+                if f.struct is not None and not f.is_array and v not in f.nullable:
+                    # Kafka's default for a tagged non-nullable struct is an instance with default
+                    # fields, never written: omit it when None or equal to that instance
+                    dflt = self.codec.ref_default_struct(f.struct)
+                    L.append(f"    if o.{f.attr} is not None and o.{f.attr} != {dflt}:")
+                else:
+                    L.append(f"    if o.{f.attr} != {self.default_expr(f)}:")
                 L.append("        _sub = []")
                 L.append("        _w = w")
                 L.append("        w = _sub.append")
@@ -575,6 +580,12 @@ class Codec:
     def ref_class(self, sdef: StructDef) -> str:
         name = f"C_{sdef.owner}_{sdef.name}"
         self.ns[name] = sdef.cls
+        return name
+
+    def ref_default_struct(self, sdef: StructDef) -> str:
+        name = f"D_{sdef.owner}_{sdef.name}"
+        if name not in self.ns:
+            self.ns[name] = sdef.cls()
         return name
 
     def _ref(self, kind: str, sdef: StructDef, version: int, flexible: bool) -> str:
