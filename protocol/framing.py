@@ -93,6 +93,8 @@ def response_header(correlation_id: int, header_version: int, body_size: int) ->
 
 def read_response_header(frame, header_version: int) -> tuple[int, int]:
     """(correlation_id, body offset) of a response frame body (without its size prefix)."""
+    if len(frame) < (5 if header_version >= 1 else 4):
+        raise DecodeError(f"response header v{header_version} truncated: {len(frame)} bytes")
     (correlation_id,) = struct.unpack_from(">i", frame, 0)
     pos = 4
     if header_version >= 1:

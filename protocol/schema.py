@@ -93,13 +93,17 @@ def _fail(what: str, where: str, pos: int):
 
 
 def _skip_tags(buf, pos: int, end: int, where: str) -> int:
-    count, pos = read_uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = read_uvarint(buf, pos)
-        size, pos = read_uvarint(buf, pos)
-        if size > end - pos:
-            _fail(f"tagged field of {size} bytes exceeds the {end - pos} that remain", where, pos)
-        pos += size
+    try:
+        count, pos = read_uvarint(buf, pos)
+        for _ in range(count):
+            _tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            if size > end - pos:
+                _fail(f"tagged field of {size} bytes exceeds the {end - pos} that remain", where,
+                      pos)
+            pos += size
+    except IndexError:  # a varint running off the end (framing calls this outside decode)
+        _fail("truncated tagged fields", where, pos)
     return pos
 
 
@@ -332,6 +336,11 @@ class _Gen:
                     L.append(f"            {'if' if first else 'elif'} _tag == {f.tag}:")
                     first = False
                     self.decode_field(f, locals_[f.attr], "                ")
+                    # a known tag's value must fill its declared size exactly: no overrun into
+                    # the next tag, no unread bytes
+                    L.append("                if pos != _start + _size:")
+                    L.append(f"                    _fail(f'tagged field {f.tag} ({f.attr}) of {{_size}} bytes "
+                             f"has a value of {{pos - _start}}', {self.where!r}, _start)")
                 L.append("            pos = _start + _size")
             else:
                 L.append(f"        pos = _skip_tags(buf, pos, end, {self.where!r})")
