@@ -46,7 +46,6 @@ INT_MAX = (1 << 31) - 1
 # The header fields the log needs, read in one unpack: baseOffset, batchLength,
 # partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp, maxTimestamp.
 _HEAD = struct.Struct(">qiibIhiqq")
-_HEAD_SIZE = _HEAD.size  # 43
 _BASE_OFFSET = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
@@ -54,7 +53,6 @@ _INT16 = struct.Struct(">h")
 _INT64 = struct.Struct(">q")
 PARTITION_LEADER_EPOCH_OFFSET = 12
 MAX_TIMESTAMP_OFFSET = 35
-BASE_TIMESTAMP_OFFSET = 27
 
 
 def wall_clock_ms() -> int:
