@@ -24,7 +24,9 @@ class Api:
         self.response = MESSAGES[name + "Response"]
         self.key = self.request.api_key
         self.min_version, self.max_version = self.request.valid_versions
-        self.first_flexible = self.request.flexible_versions.low
+        flexible = self.request.flexible_versions
+        # "none" parses as the empty range low=1, high=0: never flexible, not "flexible from v1"
+        self.first_flexible = flexible.low if flexible.low <= flexible.high else 1 << 16
 
     def request_header_version(self, version: int) -> int:
         return 2 if version >= self.first_flexible else 1
