@@ -165,6 +165,7 @@ class GroupMetadata:
         self.pending_offset_commits: dict[tuple[str, int], int] = {}
         self.rebalance_started_ms: int | None = None
         self.rebalance_reason: str | None = None
+        self.persisted = False      # a GroupMetadata record of this group is in the log
 
     # ------------------------------------------------------------------ state machine
     def is_state(self, state: GroupState) -> bool:

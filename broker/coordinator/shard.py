@@ -247,7 +247,10 @@ class GroupCoordinatorShard:
             state["done"] = True
             if exc is None:
                 for key, value in records:
-                    self.apply(key, value)
+                    try:
+                        self.apply(key, value)
+                    except Exception:
+                        log.exception("failed to apply a stored record", partition=self.partition)
             on_done(exc)
 
         try:
@@ -521,7 +524,7 @@ class GroupCoordinatorShard:
         self._schedule_pending_sync(group)
 
     def _schedule_pending_sync(self, group: GroupMetadata) -> None:
-        self._cancel_sync_expiration(group)
+        self.rebalance_purgatory.complete_all(sync_key(group.group_id))
         self.rebalance_purgatory.try_complete_else_watch(
             DelayedSync(self, group, group.rebalance_timeout_ms()), (sync_key(group.group_id),))
 
@@ -706,6 +709,7 @@ class GroupCoordinatorShard:
                     f"adding new member {new_member_id}{why}")
             return
         if is_pending:
+            self.timer.cancel(group.pending_members.get(member_id))
             self._add_member_and_rebalance(
                 group, member_id, None, client_id, client_host, rebalance_timeout,
                 session_timeout, protocol_type, protocols, callback,

@@ -1,0 +1,444 @@
+"""The group coordinator: routes each group to its shard and speaks the classic group APIs.
+
+Sans-I/O. Every API method takes ``(request, api_version, context, respond)`` — the decoded
+request, its version, a context with ``client_id`` and ``client_host``, and a callback that gets
+the response message exactly once, at once or later (delayed operations, stored writes).
+
+The broker supplies:
+
+* ``clock() -> int`` — milliseconds;
+* ``timer`` — a :class:`broker.purgatory.Timer` over that clock, which the broker drives
+  (``timer.advance(now)`` when ``timer.next_deadline()`` is due; ``timer.on_earlier_deadline``
+  tells it to re-arm). Heartbeat, join, sync, pending-member and retention deadlines all live there;
+* ``persist(partition, records, on_done)`` — append ``records`` (a list of ``(key, value)``
+  bytes, value None for a tombstone) to partition ``partition`` of ``__consumer_offsets`` and
+  then call ``on_done(None)``, or ``on_done(exc)`` if the append failed (an exception with a
+  ``code`` attribute holding a Kafka error code is mapped as Kafka maps append errors; any other
+  is answered COORDINATOR_NOT_AVAILABLE). ``on_done`` may be called at once or later;
+* ``topic_exists(topic, partition) -> bool`` — for UNKNOWN_TOPIC_OR_PARTITION in OffsetCommit
+  and OffsetDelete.
+
+At startup with a data directory the broker replays each partition::
+
+    coordinator.begin_loading(p)          # the shard answers COORDINATOR_LOAD_IN_PROGRESS
+    coordinator.load(p, records)          # iterable of (key, value) in log order
+    coordinator.finish_loading(p)
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, fields
+from typing import Callable, Iterable
+
+import structlog
+
+from protocol import messages as m
+from protocol.errors import ErrorCode
+
+from ..purgatory import DelayedOperationPurgatory, Timer
+from .group import GroupState
+from .hashing import partition_for
+from .shard import GroupCoordinatorShard, Stats, make_join_callback, make_sync_callback
+
+log = structlog.get_logger("broker.coordinator")
+
+E = ErrorCode
+
+#: DescribeGroups authorized_operations for a group when asked (no ACLs here: everything Kafka
+#: allows on a group resource): READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10),
+#: ALTER_CONFIGS(11).
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+@dataclass
+class CoordinatorConfig:
+    """The coordinator's settings; :meth:`from_config` reads them by Kafka's names."""
+
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_initial_rebalance_delay_ms: int = 0
+    group_max_size: int = 2147483647
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_minutes: int = 10080
+    offsets_topic_num_partitions: int = 50
+    offsets_retention_check_interval_ms: int = 600000
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return self.offsets_retention_minutes * 60 * 1000
+
+    @classmethod
+    def from_config(cls, config=None) -> "CoordinatorConfig":
+        """From None (defaults), a CoordinatorConfig, or a mapping (a dict or the broker's
+        config) keyed by Kafka's names (``group.max.size``) or by these attribute names."""
+        if config is None:
+            return cls()
+        if isinstance(config, cls):
+            return config
+        values = {}
+        for f in fields(cls):
+            for name in (f.name.replace("_", "."), f.name):
+                try:
+                    value = config[name]
+                except (KeyError, IndexError, TypeError, AttributeError):
+                    continue
+                if value is not None:
+                    values[f.name] = int(value)
+                    break
+        return cls(**values)
+
+
+def _client_id(context) -> str:
+    return getattr(context, "client_id", None) or ""
+
+
+def _client_host(context) -> str:
+    """Kafka reports a member's host as Java's InetAddress.toString(): "/127.0.0.1"."""
+    host = getattr(context, "client_host", None) or ""
+    if host and not host.startswith("/"):
+        host = "/" + host
+    return host
+
+
+class GroupCoordinator:
+    def __init__(self, config=None, clock: Callable[[], int] | None = None,
+                 timer: Timer | None = None, persist: Callable | None = None,
+                 topic_exists: Callable[[str, int], bool] | None = None, *,
+                 new_uuid: Callable[[], object] = uuid.uuid4) -> None:
+        self.config = CoordinatorConfig.from_config(config)
+        if clock is None:
+            clock = timer.clock if timer is not None else None
+        if clock is None:
+            raise ValueError("the coordinator needs a clock (or a timer that has one)")
+        self.clock = clock
+        self.timer = timer if timer is not None else Timer(clock)
+        self.persist = persist if persist is not None else (lambda p, records, done: done(None))
+        self.topic_exists = topic_exists if topic_exists is not None else (lambda t, p: True)
+        self.stats = Stats()
+        self.heartbeat_purgatory = DelayedOperationPurgatory("Heartbeat", self.timer)
+        self.rebalance_purgatory = DelayedOperationPurgatory("Rebalance", self.timer)
+        self.num_partitions = self.config.offsets_topic_num_partitions
+        self.shards = [
+            GroupCoordinatorShard(p, self.config, self.clock, self.timer,
+                                  self.heartbeat_purgatory, self.rebalance_purgatory,
+                                  self._persist, self.topic_exists, self.stats, new_uuid)
+            for p in range(self.num_partitions)]
+        self._retention_handle = None
+        self._closed = False
+        self._schedule_retention()
+
+    def _persist(self, partition: int, records: list, on_done) -> None:
+        self.persist(partition, records, on_done)
+
+    # ------------------------------------------------------------------ routing, loading
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def shard_for(self, group_id: str) -> GroupCoordinatorShard:
+        return self.shards[self.partition_for(group_id)]
+
+    @property
+    def shards_loading(self) -> set[int]:
+        return {shard.partition for shard in self.shards if shard.loading}
+
+    def is_loading(self, group_id: str) -> bool:
+        return self.shard_for(group_id).loading
+
+    def begin_loading(self, partition: int) -> None:
+        self.shards[partition].begin_loading()
+
+    def load(self, partition: int, records: Iterable[tuple[bytes, bytes | None]]) -> int:
+        return self.shards[partition].load(records)
+
+    def finish_loading(self, partition: int) -> None:
+        self.shards[partition].finish_loading()
+
+    def close(self) -> None:
+        """Stop: cancel the retention sweep and answer every waiting request (the client finds
+        the coordinator again)."""
+        self._closed = True
+        if self._retention_handle is not None:
+            self.timer.cancel(self._retention_handle)
+            self._retention_handle = None
+        for shard in self.shards:
+            shard.unload(E.NOT_COORDINATOR)
+
+    # ------------------------------------------------------------------ retention
+    def _schedule_retention(self) -> None:
+        if self._closed:
+            return
+        self._retention_handle = self.timer.call_later(
+            self.config.offsets_retention_check_interval_ms, self._run_retention)
+
+    def _run_retention(self) -> None:
+        self._retention_handle = None
+        try:
+            self.expire_offsets()
+        finally:
+            self._schedule_retention()
+
+    def expire_offsets(self, now: int | None = None) -> int:
+        """Run the offsets retention sweep now on every loaded shard; returns offsets expired."""
+        now = self.clock() if now is None else now
+        return sum(shard.expire_offsets(now) for shard in self.shards if not shard.loading)
+
+    # ------------------------------------------------------------------ metrics
+    @property
+    def rebalances_total(self) -> int:
+        return self.stats.rebalances_total
+
+    @property
+    def expired_members_total(self) -> int:
+        return self.stats.expired_members_total
+
+    def groups_by_state(self) -> dict[str, int]:
+        counts = {state.value: 0 for state in GroupState if state is not GroupState.DEAD}
+        for shard in self.shards:
+            for group in shard.groups.values():
+                if group.state is not GroupState.DEAD:
+                    counts[group.state.value] += 1
+        return counts
+
+    def group_count(self) -> int:
+        return sum(len(shard.groups) for shard in self.shards)
+
+    def member_count(self) -> int:
+        return sum(len(group.members) for shard in self.shards for group in shard.groups.values())
+
+    def waiting_operations(self) -> dict[str, int]:
+        out = dict(self.heartbeat_purgatory.waiting_by_kind())
+        for kind, n in self.rebalance_purgatory.waiting_by_kind().items():
+            out[kind] = out.get(kind, 0) + n
+        return out
+
+    def group(self, group_id: str):
+        """The group's metadata object (for tests and tools), or None."""
+        return self.shard_for(group_id).groups.get(group_id)
+
+    # ================================================================== JoinGroup
+    def join_group(self, request, api_version: int, context, respond: Callable) -> None:
+        if not request.group_id:
+            make_join_callback(respond, api_version)(error=E.INVALID_GROUP_ID,
+                                                     member_id=request.member_id)
+            return
+        shard = self.shard_for(request.group_id)
+        if shard.loading:
+            make_join_callback(respond, api_version)(error=E.COORDINATOR_LOAD_IN_PROGRESS,
+                                                     member_id=request.member_id)
+            return
+        shard.join_group(request, api_version, _client_id(context), _client_host(context),
+                         respond)
+
+    # ================================================================== SyncGroup
+    def sync_group(self, request, api_version: int, context, respond: Callable) -> None:
+        if not request.group_id:
+            make_sync_callback(respond, api_version)(error=E.INVALID_GROUP_ID)
+            return
+        shard = self.shard_for(request.group_id)
+        if shard.loading:
+            # the rebalance in progress was lost with the old state: REBALANCE_IN_PROGRESS makes
+            # the client rejoin (where it backs off on COORDINATOR_LOAD_IN_PROGRESS); clients do
+            # not all expect COORDINATOR_LOAD_IN_PROGRESS from SyncGroup
+            make_sync_callback(respond, api_version)(error=E.REBALANCE_IN_PROGRESS)
+            return
+        shard.sync_group(request, api_version, respond)
+
+    # ================================================================== Heartbeat
+    def heartbeat(self, request, api_version: int, context, respond: Callable) -> None:
+        if not request.group_id:
+            error = E.INVALID_GROUP_ID
+        else:
+            shard = self.shard_for(request.group_id)
+            # while loading, answer blindly (as Kafka does): the member is not known yet
+            error = E.NONE if shard.loading else shard.heartbeat(request, api_version)
+        respond(m.HeartbeatResponse(error_code=int(error)))
+
+    # ================================================================== LeaveGroup
+    def leave_group(self, request, api_version: int, context, respond: Callable) -> None:
+        if api_version >= 3:
+            identities = [(mi.member_id, mi.group_instance_id,
+                           mi.reason if api_version >= 5 else None) for mi in request.members]
+        else:
+            identities = [(request.member_id, None, None)]
+        if not request.group_id:
+            top, results = E.INVALID_GROUP_ID, []
+        else:
+            shard = self.shard_for(request.group_id)
+            if shard.loading:
+                top, results = E.COORDINATOR_LOAD_IN_PROGRESS, []
+            else:
+                top, results = shard.leave_group(request.group_id, identities)
+        if api_version >= 3:
+            cls = m.LeaveGroupResponse.MemberResponse
+            respond(m.LeaveGroupResponse(
+                error_code=int(top),
+                members=[cls(member_id=mid, group_instance_id=iid, error_code=int(err))
+                         for mid, iid, err in results]))
+        else:
+            error = top
+            if error == E.NONE:
+                error = next((err for _, _, err in results if err != E.NONE), E.NONE)
+            respond(m.LeaveGroupResponse(error_code=int(error)))
+
+    # ================================================================== OffsetCommit
+    def offset_commit(self, request, api_version: int, context, respond: Callable) -> None:
+        partitions = []
+        for topic in request.topics:
+            for p in topic.partitions:
+                error = None if self.topic_exists(topic.name, p.partition_index) else \
+                    E.UNKNOWN_TOPIC_OR_PARTITION
+                partitions.append((topic.name, p.partition_index, p.committed_offset,
+                                   p.committed_leader_epoch, p.committed_metadata, error))
+
+        def answer(results: dict) -> None:
+            topic_cls = m.OffsetCommitResponse.OffsetCommitResponseTopic
+            part_cls = m.OffsetCommitResponse.OffsetCommitResponsePartition
+            respond(m.OffsetCommitResponse(topics=[
+                topic_cls(name=t.name, partitions=[
+                    part_cls(partition_index=p.partition_index,
+                             error_code=int(results.get((t.name, p.partition_index), E.NONE)))
+                    for p in t.partitions])
+                for t in request.topics]))
+
+        shard = self.shard_for(request.group_id)
+        if shard.loading:
+            answer({(t, p): err or E.COORDINATOR_LOAD_IN_PROGRESS
+                    for t, p, _o, _e, _md, err in partitions})
+            return
+        shard.offset_commit(request, api_version, partitions, answer)
+
+    # ================================================================== OffsetFetch
+    def offset_fetch(self, request, api_version: int, context, respond: Callable) -> None:
+        if api_version >= 8:
+            wanted = [(g.group_id, None if g.topics is None else
+                       [(t.name, list(t.partition_indexes)) for t in g.topics])
+                      for g in request.groups]
+        else:
+            topics = request.topics
+            wanted = [(request.group_id, None if topics is None and api_version >= 2 else
+                       [(t.name, list(t.partition_indexes)) for t in topics or ()])]
+        require_stable = bool(request.require_stable) if api_version >= 7 else False
+        answers = []
+        for group_id, topics in wanted:
+            shard = self.shard_for(group_id)
+            if shard.loading:
+                answers.append((group_id, E.COORDINATOR_LOAD_IN_PROGRESS, topics))
+            else:
+                answers.append((group_id, E.NONE,
+                                shard.fetch_offsets(group_id, topics, require_stable)))
+        if api_version >= 8:
+            g_cls = m.OffsetFetchResponse.OffsetFetchResponseGroup
+            t_cls = m.OffsetFetchResponse.OffsetFetchResponseTopics
+            p_cls = m.OffsetFetchResponse.OffsetFetchResponsePartitions
+            groups = []
+            for group_id, error, rows in answers:
+                if error != E.NONE:
+                    groups.append(g_cls(group_id=group_id, topics=[], error_code=int(error)))
+                    continue
+                groups.append(g_cls(group_id=group_id, error_code=0, topics=[
+                    t_cls(name=topic, partitions=[
+                        p_cls(partition_index=p, committed_offset=o, committed_leader_epoch=e,
+                              metadata=md, error_code=int(err)) for p, o, e, md, err in parts])
+                    for topic, parts in rows]))
+            respond(m.OffsetFetchResponse(groups=groups))
+            return
+        t_cls = m.OffsetFetchResponse.OffsetFetchResponseTopic
+        p_cls = m.OffsetFetchResponse.OffsetFetchResponsePartition
+        _group_id, error, rows = answers[0]
+        if error != E.NONE:
+            if api_version < 2:  # no group-level error field: every partition carries it
+                topics = [t_cls(name=topic, partitions=[
+                    p_cls(partition_index=p, committed_offset=-1, metadata="",
+                          error_code=int(error)) for p in parts]) for topic, parts in rows or ()]
+            else:
+                topics = []
+            respond(m.OffsetFetchResponse(topics=topics, error_code=int(error)))
+            return
+        respond(m.OffsetFetchResponse(error_code=0, topics=[
+            t_cls(name=topic, partitions=[
+                p_cls(partition_index=p, committed_offset=o, committed_leader_epoch=e,
+                      metadata=md, error_code=int(err)) for p, o, e, md, err in parts])
+            for topic, parts in rows]))
+
+    # ================================================================== DescribeGroups
+    def describe_groups(self, request, api_version: int, context, respond: Callable) -> None:
+        cls = m.DescribeGroupsResponse.DescribedGroup
+        include_ops = api_version >= 3 and bool(request.include_authorized_operations)
+        out = []
+        for group_id in request.groups:
+            shard = self.shard_for(group_id)
+            if shard.loading:
+                out.append(cls(error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS), group_id=group_id))
+                continue
+            described = shard.describe_group(group_id, api_version)
+            if include_ops and described.error_code == 0:
+                described.authorized_operations = GROUP_AUTHORIZED_OPERATIONS
+            out.append(described)
+        respond(m.DescribeGroupsResponse(groups=out))
+
+    # ================================================================== ListGroups
+    def list_groups(self, request, api_version: int, context, respond: Callable) -> None:
+        states = {s.lower() for s in (request.states_filter or ())} if api_version >= 4 else set()
+        types = {t.lower() for t in (request.types_filter or ())} if api_version >= 5 else set()
+        error = E.NONE
+        groups = []
+        for shard in self.shards:
+            if shard.loading:
+                error = E.COORDINATOR_LOAD_IN_PROGRESS
+                continue
+            groups.extend(shard.list_groups(states, types))
+        respond(m.ListGroupsResponse(error_code=int(error), groups=groups))
+
+    # ================================================================== DeleteGroups
+    def delete_groups(self, request, api_version: int, context, respond: Callable) -> None:
+        names = list(dict.fromkeys(request.groups_names))
+        results: dict[str, ErrorCode] = {}
+        by_shard: dict[int, list[str]] = {}
+        for group_id in names:
+            shard = self.shard_for(group_id)
+            if shard.loading:
+                results[group_id] = E.COORDINATOR_LOAD_IN_PROGRESS
+            else:
+                by_shard.setdefault(shard.partition, []).append(group_id)
+        waiting = {"shards": len(by_shard)}
+
+        def answer() -> None:
+            cls = m.DeleteGroupsResponse.DeletableGroupResult
+            respond(m.DeleteGroupsResponse(results=[
+                cls(group_id=g, error_code=int(results.get(g, E.NONE))) for g in names]))
+
+        if not by_shard:
+            answer()
+            return
+
+        def shard_done(shard_results: dict) -> None:
+            results.update(shard_results)
+            waiting["shards"] -= 1
+            if waiting["shards"] == 0:
+                answer()
+
+        for partition, group_ids in by_shard.items():
+            self.shards[partition].delete_groups(group_ids, shard_done)
+
+    # ================================================================== OffsetDelete
+    def offset_delete(self, request, api_version: int, context, respond: Callable) -> None:
+        topics = []
+        for t in request.topics:
+            topics.append((t.name, [
+                (p.partition_index, None if self.topic_exists(t.name, p.partition_index)
+                 else E.UNKNOWN_TOPIC_OR_PARTITION) for p in t.partitions]))
+
+        def answer(group_error, rows) -> None:
+            t_cls = m.OffsetDeleteResponse.OffsetDeleteResponseTopic
+            p_cls = m.OffsetDeleteResponse.OffsetDeleteResponsePartition
+            respond(m.OffsetDeleteResponse(error_code=int(group_error), topics=[
+                t_cls(name=topic, partitions=[
+                    p_cls(partition_index=p, error_code=int(err)) for p, err in parts])
+                for topic, parts in rows]))
+
+        shard = self.shard_for(request.group_id)
+        if shard.loading:
+            answer(E.COORDINATOR_LOAD_IN_PROGRESS, [])
+            return
+        shard.offset_delete(request.group_id, topics, answer)
