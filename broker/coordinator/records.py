@@ -95,7 +95,7 @@ def offset_commit_value(offset: OffsetAndMetadata) -> bytes:
 
 def decode_offset_commit_value(value: bytes) -> OffsetAndMetadata:
     version = _check_version(value, m.OffsetCommitValue)
-    v = m.OffsetCommitValue.decode(value, version, 2, exact=False)
+    v = _decode(m.OffsetCommitValue, value, version)
     expire = v.expire_timestamp if version == 1 and v.expire_timestamp != -1 else None
     leader_epoch = v.leader_epoch if version >= 3 else -1
     return OffsetAndMetadata(v.offset, leader_epoch, v.metadata or "", v.commit_timestamp, expire)
@@ -127,7 +127,14 @@ def group_metadata_value(group: GroupMetadata,
 
 def decode_group_metadata_value(value: bytes):
     version = _check_version(value, m.GroupMetadataValue)
-    return m.GroupMetadataValue.decode(value, version, 2, exact=False)
+    return _decode(m.GroupMetadataValue, value, version)
+
+
+def _decode(cls, value: bytes, version: int):
+    try:
+        return cls.decode(value, version, 2, exact=False)
+    except Exception as exc:
+        raise RecordError(f"bad {cls.__name__} v{version}: {exc}") from exc
 
 
 def _check_version(value: bytes, cls) -> int:
