@@ -40,8 +40,9 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "broker", "--port", str(self.port), "--metrics-port", "0",
-               "--log-format", "json"]
+        cmd = [sys.executable, "-m", "broker", "--metrics-port", "0", "--log-format", "json"]
+        if "listeners" not in self.overrides:  # else self.port must be one of the listeners
+            cmd += ["--port", str(self.port)]
         if self.data_dir:
             cmd += ["--data-dir", self.data_dir]
         for k, v in self.overrides.items():

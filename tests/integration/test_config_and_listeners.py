@@ -1,0 +1,87 @@
+"""Configuration paths and listeners: flags, --override, files, env vars, two listeners."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from protocol import messages as m
+from broker.cli import build_parser, resolve_config
+from broker.config import ConfigError
+from tests.support import ROOT, BrokerProcess, RawClient, free_port
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "broker", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=30)
+
+
+def test_help_lists_settings_by_kafka_name():
+    result = run_cli("--help")
+    assert result.returncode == 0
+    for name in ("num.partitions", "auto.create.topics.enable", "message.max.bytes",
+                 "log.retention.ms", "group.initial.rebalance.delay.ms"):
+        assert name in result.stdout
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--override", "no.such.setting=1"], "unknown setting 'no.such.setting'"),
+    (["--override", "num.partitions=many"], "bad value 'many' for num.partitions"),
+    (["--override", "auto.create.topics.enable=maybe"], "auto.create.topics.enable"),
+    (["--listeners", "PLAINTEXT://127.0.0.1"], "has no port"),
+    (["--override", "num.partitions"], "expects name=value"),
+])
+def test_bad_settings_are_refused_at_start(args, fragment):
+    result = run_cli(*args)
+    assert result.returncode == 2
+    assert fragment in result.stderr
+
+
+def test_sources_are_layered_file_then_env_then_flags(tmp_path):
+    props = tmp_path / "server.properties"
+    props.write_text("# comment\nnum.partitions=3\nlog.retention.ms=1000\nnode.id=7\n")
+    args = build_parser().parse_args(["--config", str(props), "--node-id", "9",
+                                      "--override", "log.retention.ms=2000"])
+    env = {"KBROKER_NUM_PARTITIONS": "4", "KAFKA_GROUP_MAX_SIZE": "10"}
+    config = resolve_config(args, env)
+    assert config["num.partitions"] == 4          # env beats the file
+    assert config["node.id"] == 9                 # a flag beats the file
+    assert config["log.retention.ms"] == 2000     # --override beats the file
+    assert config["group.max.size"] == 10         # Kafka-image style env name
+
+
+def test_toml_config_file(tmp_path):
+    path = tmp_path / "broker.toml"
+    path.write_text('[broker]\n"num.partitions" = 5\n"auto.create.topics.enable" = false\n')
+    config = resolve_config(build_parser().parse_args(["--config", str(path)]), {})
+    assert config["num.partitions"] == 5
+    assert config["auto.create.topics.enable"] is False
+
+
+def test_advertised_listener_must_name_a_listener():
+    args = build_parser().parse_args(["--advertised-listeners", "OTHER://broker:1"])
+    with pytest.raises(ConfigError, match="names no listener"):
+        resolve_config(args, {})
+
+
+def test_two_listeners_each_advertise_their_own_address():
+    internal, external = free_port(), free_port()
+    proc = BrokerProcess(port=external, overrides={
+        "listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
+        "advertised.listeners": f"INTERNAL://broker.internal:{internal},"
+                                f"EXTERNAL://localhost:{external}",
+        "node.id": 3,
+    })
+    proc.start()
+    try:
+        for port, host in ((internal, "broker.internal"), (external, "localhost")):
+            client = RawClient(port)
+            metadata = client.call(m.MetadataRequest(topics=None), 12)
+            assert [(b.node_id, b.host, b.port) for b in metadata.brokers] == [(3, host, port)]
+            assert metadata.controller_id == 3
+            found = client.call(m.FindCoordinatorRequest(key="g", key_type=0), 3)
+            assert (found.node_id, found.host, found.port) == (3, host, port)
+            client.close()
+    finally:
+        assert proc.stop() == 0
