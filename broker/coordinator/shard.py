@@ -185,7 +185,7 @@ def make_join_callback(respond: Callable, version: int) -> Callable:
                  leader: str | None = "", skip_assignment: bool = False, members=()) -> None:
         if protocol_name is None and version < 7:
             protocol_name = ""
-        respond(m.JoinGroupResponse(
+        _send(respond, m.JoinGroupResponse(
             error_code=_code(error), generation_id=generation_id, protocol_type=protocol_type,
             protocol_name=protocol_name, leader=leader or "", skip_assignment=skip_assignment,
             member_id=member_id or "", members=list(members)))
@@ -195,9 +195,18 @@ def make_join_callback(respond: Callable, version: int) -> Callable:
 def make_sync_callback(respond: Callable, version: int) -> Callable:
     def callback(error=E.NONE, protocol_type: str | None = None,
                  protocol_name: str | None = None, assignment: bytes = b"") -> None:
-        respond(m.SyncGroupResponse(error_code=_code(error), protocol_type=protocol_type,
-                                    protocol_name=protocol_name, assignment=assignment or b""))
+        _send(respond, m.SyncGroupResponse(
+            error_code=_code(error), protocol_type=protocol_type, protocol_name=protocol_name,
+            assignment=assignment or b""))
     return callback
+
+
+def _send(respond: Callable, response) -> None:
+    """Answer through the API layer; a failure there must not leave a group half-updated."""
+    try:
+        respond(response)
+    except Exception:
+        log.exception("responding failed", response=type(response).__name__)
 
 
 class Stats:

@@ -55,14 +55,18 @@ class FakeLog:
 
 
 class Reply:
-    """Captures the one response a coordinator call sends; fails the test on a second one."""
+    """Captures the one response a coordinator call sends. Every Reply is registered so the
+    autouse fixture in conftest.py fails a test in which any request was answered twice (the
+    coordinator shields itself from exceptions raised by respond, so raising here would not)."""
+
+    created: list["Reply"] = []
 
     def __init__(self) -> None:
         self.responses: list = []
+        Reply.created.append(self)
 
     def __call__(self, response) -> None:
         self.responses.append(response)
-        assert len(self.responses) == 1, f"responded twice: {self.responses}"
 
     @property
     def done(self) -> bool:
@@ -71,6 +75,7 @@ class Reply:
     @property
     def value(self):
         assert self.responses, "no response yet"
+        assert len(self.responses) == 1, f"responded {len(self.responses)} times: {self.responses}"
         return self.responses[0]
 
     @property
