@@ -12,3 +12,19 @@ if ! command -v kcat >/dev/null 2>&1; then
     apt-get update -qq
     apt-get install -y -qq kcat
 fi
+
+# The Java client's scenarios (tests/integration/test_java_client.py run them): one runnable jar,
+# tests/java/target/client-scenarios.jar, with kafka-clients from Maven Central (cached in ~/.m2,
+# so later builds work offline). Quiet when it works; the whole Maven log when it does not.
+for tool in java mvn; do
+    command -v "$tool" >/dev/null || { echo "install-test-deps: '$tool' not found (Java 17 and Maven are needed for tests/java)" >&2; exit 1; }
+done
+mvn_log="$(mktemp)"
+if ! mvn --batch-mode --quiet -Dstyle.color=never -f tests/java/pom.xml package >"$mvn_log" 2>&1; then
+    cat "$mvn_log" >&2
+    rm -f "$mvn_log"
+    echo "install-test-deps: building tests/java failed (mvn -f tests/java/pom.xml package)" >&2
+    exit 1
+fi
+rm -f "$mvn_log"
+test -f tests/java/target/client-scenarios.jar || { echo "install-test-deps: tests/java/target/client-scenarios.jar was not built" >&2; exit 1; }

@@ -1,0 +1,294 @@
+"""The real Java client (org.apache.kafka:kafka-clients 4.x) against a real broker process.
+
+The client runs as ``java -jar tests/java/target/client-scenarios.jar SUBCOMMAND ...`` (source in
+tests/java/src/main/java/kbroker/ClientScenarios.java) and prints one JSON object per line on
+stdout, which these tests parse. The jar is built by tools/install-test-deps.sh, never here.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+from tests.support import ROOT, unique
+
+JAVA_DIR = os.path.join(ROOT, "tests", "java")
+JAR = os.path.join(JAVA_DIR, "target", "client-scenarios.jar")
+BUILD_HINT = ("run `bash tools/install-test-deps.sh` (it builds the jar with "
+              "`mvn -q -f tests/java/pom.xml package`)")
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+PARTITIONS = 2          # fixed by ClientScenarios.produce-consume
+PER_PARTITION = 40
+EARLY_TS, LATE_TS, MID_TS = 1_000_000, 2_000_000, 1_500_000
+
+
+@pytest.fixture(scope="module")
+def jar():
+    """The scenarios jar; a clear failure (never a skip) when it is missing or older than its
+    sources."""
+    if shutil.which("java") is None:
+        pytest.fail("`java` is not on PATH: Java 17 is needed for the Java client tests")
+    if not os.path.exists(JAR):
+        pytest.fail(f"{JAR} is missing: {BUILD_HINT}")
+    sources = [os.path.join(JAVA_DIR, "pom.xml")] + glob.glob(
+        os.path.join(JAVA_DIR, "src", "**", "*"), recursive=True)
+    stale = [s for s in sources if os.path.isfile(s) and os.path.getmtime(s) > os.path.getmtime(JAR)]
+    if stale:
+        pytest.fail(f"{JAR} is older than {', '.join(os.path.relpath(s, ROOT) for s in stale)}: "
+                    f"{BUILD_HINT}")
+    return JAR
+
+
+def java_command(jar: str, *args: str) -> list[str]:
+    return ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-jar", jar, *args]
+
+
+def tail(text: str, n: int = 4000) -> str:
+    return text if len(text) <= n else "...\n" + text[-n:]
+
+
+# ---------------------------------------------------------------- produce and consume
+
+def expected_partition(p: int) -> list[tuple[int, int, str, str]]:
+    """(offset, timestamp, key, value) of partition p, as ClientScenarios produces them: the
+    records are sent alternating between partitions and the first half carries EARLY_TS."""
+    total = PER_PARTITION * PARTITIONS
+    return [(i, EARLY_TS if i * PARTITIONS + p < total // 2 else LATE_TS,
+             f"java-k{p}-{i}", f"java-v{p}-{i}" * 3) for i in range(PER_PARTITION)]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_java_produce_consume(broker, jar, codec):
+    topic = unique(f"java-{codec}")
+    started = time.monotonic()
+    proc = subprocess.run(
+        java_command(jar, "produce-consume", broker.bootstrap, topic, codec, str(PER_PARTITION)),
+        capture_output=True, text=True, timeout=180)
+    context = (f"exit {proc.returncode} after {time.monotonic() - started:.1f}s\n"
+               f"--- stdout\n{tail(proc.stdout)}\n--- stderr\n{tail(proc.stderr)}\n"
+               f"--- broker log\n{tail(broker.logs())}")
+    assert proc.returncode == 0, context
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert lines[-1] == {"done": True}, context
+    expected = {p: expected_partition(p) for p in range(PARTITIONS)}
+
+    # every send acknowledged at the next offset of its partition, with its CreateTime
+    acked = next(line["acked"] for line in lines if "acked" in line)
+    sent = [(p, i, expected[p][i][1]) for i in range(PER_PARTITION) for p in range(PARTITIONS)]
+    assert [tuple(a) for a in acked] == sent, context
+
+    def phase(name):
+        got = {p: [] for p in range(PARTITIONS)}
+        for line in lines:
+            if line.get("phase") == name:
+                got[line["p"]].append((line["o"], line["ts"], line["k"], line["v"]))
+        return got
+
+    # from earliest: exactly what was produced, in order per partition
+    assert phase("earliest") == expected, context
+    bounds = next(line["bounds"] for line in lines if "bounds" in line)
+    assert bounds == {str(p): [0, PER_PARTITION] for p in range(PARTITIONS)}, context
+
+    # ListOffsets by timestamp: the first record at or after the midpoint, then consume from there
+    first_late = {p: next(r for r in expected[p] if r[1] >= MID_TS) for p in range(PARTITIONS)}
+    answer = next(line["offsetsForTimes"] for line in lines if "offsetsForTimes" in line)
+    assert answer == {str(p): {"o": first_late[p][0], "ts": LATE_TS} for p in range(PARTITIONS)}, \
+        context
+    assert first_late[0][0] == PER_PARTITION // 2
+    assert phase("from-timestamp") == {p: expected[p][first_late[p][0]:]
+                                       for p in range(PARTITIONS)}, context
+
+
+# ---------------------------------------------------------------- consumer group
+
+class GroupMember:
+    """One `group-consume` process; its stdout lines are parsed as they arrive."""
+
+    def __init__(self, jar: str, name: str, bootstrap: str, topic: str, group: str,
+                 assignor: str, extra: tuple[str, ...] = ()) -> None:
+        self.name = name
+        self.lines: list[dict] = []
+        self.lock = threading.Lock()
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            java_command(jar, "group-consume", bootstrap, topic, group, assignor, "120",
+                         "--prop", "heartbeat.interval.ms=500", *extra),
+            stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for raw in self.proc.stdout:
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                line = {"unparsed": raw.rstrip("\n")}
+            with self.lock:
+                self.lines.append(line)
+
+    def snapshot(self) -> list[dict]:
+        with self.lock:
+            return list(self.lines)
+
+    def records(self) -> list[tuple[int, int, str]]:
+        return [(line["p"], line["o"], line["v"]) for line in self.snapshot() if "o" in line]
+
+    def latest_assignment(self):
+        assigned = [line for line in self.snapshot() if "assigned" in line]
+        return (assigned[-1]["generation"], assigned[-1]["assignment"]) if assigned else None
+
+    def stop(self, timeout: float = 40.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout)
+        self.reader.join(5)
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def report(self) -> str:
+        self.stderr.seek(0)
+        out = "\n".join(json.dumps(line) for line in self.snapshot())
+        return (f"--- {self.name} (exit {self.proc.poll()}) stdout\n{tail(out, 3000)}\n"
+                f"--- {self.name} stderr\n{tail(self.stderr.read(), 3000)}")
+
+
+def produce(bootstrap: str, topic: str, partitions: int, start: int, count: int) -> None:
+    """`count` records per partition with values p-i for i in [start, start+count)."""
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    for i in range(start, start + count):
+        for p in range(partitions):
+            producer.send(topic, key=f"k{p}".encode(), value=f"{p}-{i}".encode(), partition=p)
+    producer.flush(30)
+    producer.close()
+
+
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+def test_java_consumer_group_exactly_once(broker, jar, assignor):
+    """Three classic-protocol members (range, or cooperative-sticky) share a 6-partition topic, commit after every poll
+    and consume everything exactly once; one leaves with close() (LeaveGroup) and the others take
+    its partitions; restarted, it resumes at the committed offsets."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    partitions, topic, group = 6, unique("java-grp"), unique(f"java-{assignor}")
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics([NewTopic(topic, partitions, 1)])
+    produce(broker.bootstrap, topic, partitions, 0, 10)                     # offsets 0..9
+
+    members: dict[str, GroupMember] = {}
+    retired: list[GroupMember] = []
+
+    def start(name: str) -> GroupMember:
+        members[name] = GroupMember(jar, name, broker.bootstrap, topic, group, assignor)
+        return members[name]
+
+    def context(what: str) -> str:
+        parts = [m.report() for m in retired + list(members.values())]
+        return f"{what}\n" + "\n".join(parts) + f"\n--- broker log\n{tail(broker.logs(), 6000)}"
+
+    def all_records():
+        return [r for m in retired + list(members.values()) for r in m.records()]
+
+    def wait_for(what: str, condition, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            for m in members.values():
+                if m.proc.poll() is not None:
+                    pytest.fail(context(f"{m.name} exited while waiting for {what}"))
+            time.sleep(0.1)
+        pytest.fail(context(f"timed out after {timeout}s waiting for {what}"))
+
+    def balanced() -> bool:
+        """Every live member saw the same generation and the assignments split all partitions
+        evenly with no overlap."""
+        latest = [m.latest_assignment() for m in members.values()]
+        if any(a is None for a in latest) or len({g for g, _ in latest}) != 1:
+            return False
+        owned = [p for _, a in latest for p in a]
+        share = partitions // len(members)
+        return sorted(owned) == list(range(partitions)) and all(len(a) == share for _, a in latest)
+
+    def consumed_up_to(per_partition: int) -> bool:
+        return len({(p, o) for p, o, _ in all_records()}) >= partitions * per_partition
+
+    def assert_exactly_once(per_partition: int) -> None:
+        seen: dict[tuple[int, int], str] = {}
+        duplicates = []
+        for p, o, v in all_records():
+            if (p, o) in seen:
+                duplicates.append((p, o))
+            seen[(p, o)] = v
+        assert not duplicates, context(f"records delivered more than once: {sorted(duplicates)}")
+        want = {(p, i): f"{p}-{i}" for p in range(partitions) for i in range(per_partition)}
+        assert seen == want, context("consumed records differ from produced ones")
+
+    try:
+        timings = {}
+        t0 = time.monotonic()
+        for name in ("a", "b", "c"):
+            start(name)
+        wait_for("three balanced members", balanced)
+        wait_for("the first 60 records", lambda: consumed_up_to(10))
+        assert_exactly_once(10)
+        timings["form+consume"] = time.monotonic() - t0
+
+        # one member leaves cleanly: close() sends LeaveGroup, the others take its partitions
+        t0 = time.monotonic()
+        leaving = members.pop("c")
+        retired.append(leaving)
+        code = leaving.stop()
+        assert code in (0, 143), context(f"c exited with {code}")
+        assert {"closed": "signal"} in leaving.snapshot(), context("c did not close its consumer")
+        left_with = leaving.latest_assignment()[1]
+        wait_for("two members owning all partitions", balanced, timeout=30)
+        timings["leave+rebalance"] = time.monotonic() - t0
+        produce(broker.bootstrap, topic, partitions, 10, 5)                 # offsets 10..14
+        wait_for("records 10..14", lambda: consumed_up_to(15))
+        assert_exactly_once(15)
+        taken_over = {p for p, o, _ in all_records() if o >= 10 and p in left_with}
+        assert taken_over == set(left_with), context("c's partitions were not taken over")
+
+        # restarted, it joins again and resumes at the committed offsets (earliest reset would
+        # re-read from 0 and show up as duplicates)
+        t0 = time.monotonic()
+        again = start("c")
+        wait_for("three balanced members again", balanced)
+        timings["rejoin+rebalance"] = time.monotonic() - t0
+        produce(broker.bootstrap, topic, partitions, 15, 5)                 # offsets 15..19
+        wait_for("records 15..19", lambda: consumed_up_to(20))
+        assert_exactly_once(20)
+        mine = again.latest_assignment()[1]
+        assert sorted({p for p, _, _ in again.records()}) == mine, context("restarted c idle")
+        assert all(o >= 15 for _, o, _ in again.records()), context("restarted c re-read")
+
+        for m in list(members.values()):
+            code = m.stop()
+            assert code in (0, 143), context(f"{m.name} exited with {code}")
+        # what OffsetFetch answers for the group once everyone is gone
+        from kafka import KafkaConsumer, TopicPartition
+        probe = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=group,
+                              enable_auto_commit=False)
+        committed = {p: probe.committed(TopicPartition(topic, p)) for p in range(partitions)}
+        probe.close()
+        assert committed == {p: 20 for p in range(partitions)}, context(f"offsets {committed}")
+        print("timings:", {k: round(v, 2) for k, v in timings.items()})
+    finally:
+        for m in retired + list(members.values()):
+            m.kill()
+        admin.close()
