@@ -41,34 +41,56 @@ def peek_request_header(frame) -> tuple[int, int, int]:
     return struct.unpack_from(">hhi", frame, 0)
 
 
+def _header_v2_versions() -> dict:
+    """api key -> the versions whose request header is v2 (flexible and within our range)."""
+    return {key: range(api.first_flexible, api.max_version + 1) for key, api in APIS.items()}
+
+
+_HEADER_V2 = _header_v2_versions()
+_new = object.__new__
+_NOT_FLEXIBLE = range(0)
+
+
 def read_request_header(frame) -> RequestHeader:
     """Decode the request header (v1 or v2, chosen by the API's flexible versions).
 
     An unknown api key or version still yields the fixed fields with header v1 so the caller can
     answer or close; the body offset is then only meaningful for known APIs and versions.
     """
-    if len(frame) < 10:
-        raise DecodeError(f"request header truncated: {len(frame)} bytes")
+    size = len(frame)
+    if size < 10:
+        raise DecodeError(f"request header truncated: {size} bytes")
     api_key, api_version, correlation_id, n = _HEADER_FIXED.unpack_from(frame, 0)
-    pos = 10
     if n < 0:
         client_id = None
+        pos = 10
     else:
-        if n > len(frame) - pos:
+        pos = 10 + n
+        if pos > size:
             raise DecodeError(f"request header client id of {n} bytes exceeds the frame")
-        client_id = str(frame[pos:pos + n], "utf-8", "replace")
-        pos += n
-    api = APIS.get(api_key)
-    header_version = 1
-    if api is not None and api.first_flexible <= api_version <= api.max_version:
-        header_version = 2
-        if pos >= len(frame):
+        # lenient like Java (new String(bytes, UTF_8)): a bad client id must not stop the answer
+        if type(frame) is bytes:
+            client_id = frame[10:pos].decode("utf-8", "replace")
+        else:
+            client_id = str(frame[10:pos], "utf-8", "replace")
+    if api_version in _HEADER_V2.get(api_key, _NOT_FLEXIBLE):
+        if pos >= size:
             raise DecodeError("request header v2 truncated before its tagged fields")
         if frame[pos] == 0:
             pos += 1
         else:
-            pos = _skip_tags(frame, pos, len(frame), "request header")
-    return RequestHeader(api_key, api_version, correlation_id, client_id, header_version, pos)
+            pos = _skip_tags(frame, pos, size, "request header")
+        header_version = 2
+    else:
+        header_version = 1
+    h = _new(RequestHeader)  # no __init__ call: this runs once per request
+    h.api_key = api_key
+    h.api_version = api_version
+    h.correlation_id = correlation_id
+    h.client_id = client_id
+    h.header_version = header_version
+    h.body_offset = pos
+    return h
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
