@@ -28,3 +28,7 @@ if ! mvn --batch-mode --quiet -Dstyle.color=never -f tests/java/pom.xml package 
 fi
 rm -f "$mvn_log"
 test -f tests/java/target/client-scenarios.jar || { echo "install-test-deps: tests/java/target/client-scenarios.jar was not built" >&2; exit 1; }
+
+# kafkajs for tests/integration/test_kafkajs.py (versions pinned by tests/js/package-lock.json)
+command -v npm >/dev/null || { echo "install-test-deps: 'npm' not found (Node.js is needed for tests/js)" >&2; exit 1; }
+npm ci --prefix tests/js --silent --no-audit --no-fund
