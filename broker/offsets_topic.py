@@ -12,14 +12,12 @@ import time
 
 import structlog
 
-from protocol.records import SimpleRecord, build_batch, iter_batches
+from protocol.records import SimpleRecord, build_batch
 
 from .coordinator import GroupCoordinator
 from .topics import OFFSETS_TOPIC
 
 log = structlog.get_logger("broker.coordinator")
-
-LOAD_CHUNK_BYTES = 1 << 20
 
 
 def build_coordinator(broker) -> GroupCoordinator:
@@ -45,17 +43,12 @@ def build_coordinator(broker) -> GroupCoordinator:
 
 def read_records(partition_log):
     """(key, value) of every record in a partition log, in offset order."""
-    offset = partition_log.log_start_offset
-    while offset < partition_log.log_end_offset:
-        data = partition_log.read(offset, LOAD_CHUNK_BYTES, min_one_message=True)
-        if not data:
-            return
-        for batch in iter_batches(data):
-            if not batch.is_control:
-                for record in batch.records():
-                    if record.offset >= offset and record.key is not None:
-                        yield record.key, record.value
-            offset = batch.next_offset
+    start = partition_log.log_start_offset
+    for batch in partition_log.batches():
+        if not batch.is_control:
+            for record in batch.records():
+                if record.offset >= start and record.key is not None:
+                    yield record.key, record.value
 
 
 async def load_all(broker) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections import deque
 
 from protocol.errors import ErrorCode
-from protocol.records import iter_batches
 
 CACHED_BATCHES = 5
 INT32_MAX = 2**31 - 1
@@ -80,15 +79,9 @@ class ProducerStateTable:
             batch.base_sequence, batch.last_sequence, first_offset,
             first_offset + batch.last_offset_delta, timestamp))
 
-    def rebuild(self, log, chunk_bytes: int = 1 << 20) -> None:
-        """Replay the batch headers of a reopened log, reading it a chunk at a time."""
+    def rebuild(self, log) -> None:
+        """Replay the batch headers of a reopened log."""
         self.producers.clear()
-        offset = log.log_start_offset
-        while offset < log.log_end_offset:
-            data = log.read(offset, chunk_bytes, min_one_message=True)
-            if not data:
-                break
-            for batch in iter_batches(data):
-                if batch.producer_id >= 0 and batch.base_sequence >= 0:
-                    self.update(batch, batch.base_offset, batch.max_timestamp)
-                offset = batch.next_offset
+        for batch in log.batches():
+            if batch.producer_id >= 0 and batch.base_sequence >= 0:
+                self.update(batch, batch.base_offset, batch.max_timestamp)

@@ -32,6 +32,7 @@ from protocol.records import (
     TIMESTAMP_TYPE_MASK,
     CorruptRecordError,
     RecordBatch,
+    iter_batches,
 )
 
 __all__ = [
@@ -360,6 +361,18 @@ class PartitionLog(abc.ABC):
         modify it); empty at the log end offset. Raises OffsetOutOfRange when ``offset`` is below
         the log start offset or above the log end offset.
         """
+
+    def batches(self, chunk_bytes: int = 1 << 20):
+        """Every stored batch from the log start offset on, read a chunk at a time (replay of
+        producer state and of __consumer_offsets at startup)."""
+        offset = self.log_start_offset
+        while offset < self.log_end_offset:
+            data = self.read(offset, chunk_bytes, min_one_message=True)
+            if not data:
+                return
+            for batch in iter_batches(data):
+                yield batch
+                offset = batch.next_offset
 
     # --- ListOffsets ---
 
