@@ -32,3 +32,12 @@ test -f tests/java/target/client-scenarios.jar || { echo "install-test-deps: tes
 # kafkajs for tests/integration/test_kafkajs.py (versions pinned by tests/js/package-lock.json)
 command -v npm >/dev/null || { echo "install-test-deps: 'npm' not found (Node.js is needed for tests/js)" >&2; exit 1; }
 npm ci --prefix tests/js --silent --no-audit --no-fund
+
+# A real Apache Kafka 4.x broker for tests/conformance (differential tests against kbroker): Maven
+# resolves kafka_2.13 and its runtime jars from Maven Central into ~/.cache/kbroker/kafka-<ver>/libs,
+# the directory tests/conformance/kafka_server.py starts it from.
+if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
+    echo "tests/conformance needs Java 17+ and Maven (apt-get install openjdk-17-jdk-headless maven)" >&2
+    exit 1
+fi
+python3 -c 'from tests.conformance.kafka_server import resolve_kafka_jars; print("Kafka jars in", resolve_kafka_jars())'

@@ -1,0 +1,61 @@
+"""Fixtures of the differential conformance suite: the same scenario against a real Apache Kafka
+4.x broker and against kbroker, started with the same group settings.
+
+``target`` is parametrized over ["kafka", "kbroker"]; each broker starts once per session, on first
+use, so ``-k kbroker`` never starts the JVM. A missing Java, Maven or jar set fails the fixture with
+the reason: it never skips.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.support import BrokerProcess
+
+from .kafka_server import KafkaServer
+
+# The group settings both brokers run with (Kafka's names). Kafka's defaults except the initial
+# rebalance delay, which Kafka's shipped dev config also sets to 0.
+GROUP_SETTINGS = {
+    "group.initial.rebalance.delay.ms": 0,
+    "group.min.session.timeout.ms": 6000,
+    "group.max.session.timeout.ms": 1800000,
+    "offset.metadata.max.bytes": 4096,
+}
+
+
+class Target:
+    """One broker under test: its name ("kafka" or "kbroker") and port."""
+
+    def __init__(self, name: str, port: int, server) -> None:
+        self.name = name
+        self.port = port
+        self.server = server
+
+    @property
+    def is_kafka(self) -> bool:
+        return self.name == "kafka"
+
+    def __repr__(self) -> str:
+        return f"Target({self.name}, port={self.port})"
+
+
+@pytest.fixture(scope="session")
+def kafka_server():
+    server = KafkaServer(overrides=GROUP_SETTINGS)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def kbroker_server():
+    server = BrokerProcess(overrides=GROUP_SETTINGS)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["kafka", "kbroker"])
+def target(request) -> Target:
+    server = request.getfixturevalue(f"{request.param}_server")
+    return Target(request.param, server.port, server)
