@@ -37,7 +37,8 @@ npm ci --prefix tests/js --silent --no-audit --no-fund
 # resolves kafka_2.13 and its runtime jars from Maven Central into ~/.cache/kbroker/kafka-<ver>/libs,
 # the directory tests/conformance/kafka_server.py starts it from.
 if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
-    echo "tests/conformance needs Java 17+ and Maven (apt-get install openjdk-17-jdk-headless maven)" >&2
-    exit 1
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq openjdk-17-jdk-headless maven
 fi
 python3 -c 'from tests.conformance.kafka_server import resolve_kafka_jars; print("Kafka jars in", resolve_kafka_jars())'

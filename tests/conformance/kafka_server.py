@@ -98,7 +98,8 @@ def java_executable() -> str:
 
 
 def new_cluster_id() -> str:
-    """A Kafka cluster id: a random UUID in URL-safe base64 without padding (22 characters)."""
+    """A Kafka cluster id: a random UUID in URL-safe base64 without padding (22 characters).
+    It may start with "-", so pass it as ``--cluster-id=<id>``, never as a separate argument."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
@@ -172,7 +173,7 @@ class KafkaServer:
 
         fmt = subprocess.run(
             self._java("kafka.tools.StorageTool", "format", "--config", config,
-                       "--cluster-id", new_cluster_id(), "--standalone", heap="256m"),
+                       f"--cluster-id={new_cluster_id()}", "--standalone", heap="256m"),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
         if fmt.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed ({fmt.returncode}):\n{fmt.stdout}")

@@ -405,3 +405,313 @@ def test_single_member_happy_path(target, connect, admin, group, topic, jv, sv, 
         assert (error, offsets) == (E.NONE, {(topic, 0): (42, "meta-0", E.NONE),
                                              (topic, 1): (7, "", E.NONE)})
     assert heartbeat(c, hv, group, generation, member) == E.NONE
+
+
+# ---------------------------------------------------------------------------------------------
+# Two members: rebalance, leader and followers, SyncGroup ordering
+
+@pytest.mark.parametrize("jv,sv,hv", [(1, 1, 1), (5, 3, 3), (9, 5, 4)])
+def test_second_member_triggers_rebalance(target, connect, admin, group, topic, jv, sv, hv):
+    a = connect("member-a")
+    first = join_new(a, jv, group, topic=topic)
+    a_id = first.member_id
+    assert (first.error_code, first.generation_id, first.leader) == (E.NONE, 1, a_id)
+    assert sync(a, sv, group, 1, a_id, assignments={a_id: assignment(topic, 0, 1, 2)}).error_code == E.NONE
+    assert state(admin, group) == "Stable"
+
+    b = connect("member-b")
+    b_id = send_join_new(b, jv, group, topic=topic)  # waits for A to rejoin
+    assert wait_for_state(admin, group, "PreparingRebalance")
+    assert heartbeat(a, hv, group, 1, a_id) == E.REBALANCE_IN_PROGRESS
+    d = describe(admin, group)
+    assert (d.group_state, d.protocol_type, d.protocol_data, len(d.members)) == \
+        ("PreparingRebalance", "consumer", "", 2)
+    assert [m.member_metadata for m in d.members] == [b"", b""]  # no metadata outside Stable
+
+    send_join(a, jv, group, member_id=a_id, topic=topic)
+    ra, rb = receive_join(a, jv), receive_join(b, jv)
+    assert (ra.error_code, rb.error_code) == (E.NONE, E.NONE)
+    if jv >= 4:
+        assert rb.member_id == b_id
+    b_id = rb.member_id
+    assert ra.member_id == a_id
+    assert (ra.generation_id, rb.generation_id) == (2, 2)
+    assert (ra.leader, rb.leader) == (a_id, a_id)  # the leader rejoined, so it stays leader
+    assert (ra.protocol_name, rb.protocol_name) == ("range", "range")
+    assert sorted(m.member_id for m in ra.members) == sorted([a_id, b_id])
+    assert all(m.metadata == subscription(topic) for m in ra.members)
+    assert list(rb.members) == []  # followers get no member list
+    d = describe(admin, group)
+    # outside Stable, Kafka describes no protocol and members without metadata
+    assert (d.group_state, d.protocol_type, d.protocol_data) == ("CompletingRebalance", "consumer", "")
+    assert sorted((m.member_id, m.member_metadata) for m in d.members) == \
+        sorted([(a_id, b""), (b_id, b"")])
+
+    # the follower's SyncGroup waits for the leader's, then both get their own assignment
+    send_sync(b, sv, group, 2, b_id)
+    time.sleep(0.2)
+    sa = sync(a, sv, group, 2, a_id, assignments={a_id: assignment(topic, 0, 1),
+                                                  b_id: assignment(topic, 2)})
+    sb = receive_sync(b, sv)
+    assert (sa.error_code, sa.assignment) == (E.NONE, assignment(topic, 0, 1))
+    assert (sb.error_code, sb.assignment) == (E.NONE, assignment(topic, 2))
+    d = describe(admin, group)
+    assert d.group_state == "Stable"
+    assert {m.member_id: m.member_assignment for m in d.members} == \
+        {a_id: assignment(topic, 0, 1), b_id: assignment(topic, 2)}
+    assert heartbeat(a, hv, group, 2, a_id) == E.NONE
+    assert heartbeat(b, hv, group, 2, b_id) == E.NONE
+    assert heartbeat(b, hv, group, 1, b_id) == E.ILLEGAL_GENERATION
+
+
+@pytest.mark.parametrize("dv", [0, 5])
+def test_describe_during_rebalance_keeps_last_assignment(target, connect, admin, group, topic, dv):
+    """Outside Stable Kafka describes members without metadata, but each with the assignment of
+    the last generation it synced (A: all partitions, B: nothing yet), in PreparingRebalance and
+    in CompletingRebalance alike."""
+    a = connect("member-a")
+    a_id = join_new(a, 5, group, topic=topic).member_id
+    assert sync(a, 5, group, 1, a_id, assignments={a_id: assignment(topic, 0, 1, 2)}).error_code == E.NONE
+    b = connect("member-b")
+    b_id = send_join_new(b, 5, group, topic=topic)
+    wait_for_state(admin, group, "PreparingRebalance")
+    expected = sorted([(a_id, b"", assignment(topic, 0, 1, 2)), (b_id, b"", b"")])
+    d = describe(admin, group, dv)
+    assert (d.group_state, d.protocol_data) == ("PreparingRebalance", "")
+    assert sorted((m.member_id, m.member_metadata, m.member_assignment) for m in d.members) == expected
+    send_join(a, 5, group, member_id=a_id, topic=topic)
+    assert (receive_join(a, 5).generation_id, receive_join(b, 5).generation_id) == (2, 2)
+    d = describe(admin, group, dv)
+    assert (d.group_state, d.protocol_data) == ("CompletingRebalance", "")
+    assert sorted((m.member_id, m.member_metadata, m.member_assignment) for m in d.members) == expected
+
+
+def wait_for_state(client: RawClient, group: str, wanted: str, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if state(client, group) == wanted:
+            return True
+        time.sleep(0.02)
+    raise AssertionError(f"group {group} never reached {wanted}: {describe(client, group)}")
+
+
+def two_members_completing(connect, admin, group, topic, version=5):
+    """A (leader) and B joined in generation 2, CompletingRebalance, nobody synced yet."""
+    a = connect("member-a")
+    first = join_new(a, version, group, topic=topic)
+    a_id = first.member_id
+    assert sync(a, 5, group, 1, a_id, assignments={a_id: b"a1"}).error_code == E.NONE
+    b = connect("member-b")
+    send_join_new(b, version, group, topic=topic)
+    wait_for_state(admin, group, "PreparingRebalance")
+    send_join(a, version, group, member_id=a_id, topic=topic)
+    ra, rb = receive_join(a, version), receive_join(b, version)
+    assert (ra.error_code, rb.error_code, ra.generation_id, ra.leader) == (E.NONE, E.NONE, 2, a_id)
+    return a, a_id, b, rb.member_id
+
+
+@pytest.mark.parametrize("sv", [0, 3, 5])
+def test_follower_sync_after_leader_gets_its_assignment(target, connect, admin, group, topic, sv):
+    a, a_id, b, b_id = two_members_completing(connect, admin, group, topic)
+    sa = sync(a, sv, group, 2, a_id, assignments={a_id: b"for-a", b_id: b"for-b"})
+    assert (sa.error_code, sa.assignment) == (E.NONE, b"for-a")
+    assert state(admin, group) == "Stable"
+    sb = sync(b, sv, group, 2, b_id)
+    assert (sb.error_code, sb.assignment) == (E.NONE, b"for-b")
+    # the leader syncing again in Stable gets its assignment again
+    again = sync(a, sv, group, 2, a_id, assignments={a_id: b"other"})
+    assert (again.error_code, again.assignment) == (E.NONE, b"for-a")
+
+
+def test_leader_assigns_nothing_to_a_member(target, connect, admin, group, topic):
+    """A member the leader leaves out of the assignments gets empty bytes."""
+    a, a_id, b, b_id = two_members_completing(connect, admin, group, topic)
+    send_sync(b, 5, group, 2, b_id)
+    time.sleep(0.2)
+    assert sync(a, 5, group, 2, a_id, assignments={a_id: b"all"}).assignment == b"all"
+    sb = receive_sync(b, 5)
+    assert (sb.error_code, sb.assignment) == (E.NONE, b"")
+
+
+@pytest.mark.parametrize("sv,hv", [(0, 0), (2, 2), (5, 4)])
+def test_sync_and_heartbeat_errors(target, connect, admin, group, topic, sv, hv):
+    c, member, generation = stable_single(connect, group, topic=topic)
+    other = connect("other")
+    # unknown member (also with a wrong generation: the member is checked first)
+    assert sync(other, sv, group, generation, "nobody").error_code == E.UNKNOWN_MEMBER_ID
+    assert sync(other, sv, group, generation + 5, "nobody").error_code == E.UNKNOWN_MEMBER_ID
+    assert heartbeat(other, hv, group, generation, "nobody") == E.UNKNOWN_MEMBER_ID
+    assert heartbeat(other, hv, group, generation + 5, "nobody") == E.UNKNOWN_MEMBER_ID
+    # wrong generation of a known member
+    for wrong in (generation + 1, generation - 1, -1):
+        assert sync(c, sv, group, wrong, member).error_code == E.ILLEGAL_GENERATION
+        assert heartbeat(c, hv, group, wrong, member) == E.ILLEGAL_GENERATION
+    # a group that does not exist
+    missing = unique("missing")
+    assert sync(other, sv, missing, 1, "nobody").error_code == E.UNKNOWN_MEMBER_ID
+    assert heartbeat(other, hv, missing, 1, "nobody") == E.UNKNOWN_MEMBER_ID
+    assert sync(other, sv, "", 1, "nobody").error_code == E.INVALID_GROUP_ID
+    assert heartbeat(other, hv, "", 1, "nobody") == E.INVALID_GROUP_ID
+    assert state(admin, group) == "Stable"
+    assert heartbeat(c, hv, group, generation, member) == E.NONE
+
+
+def test_sync_v5_protocol_checks(target, connect, group, topic):
+    c = connect("v5")
+    joined = join_new(c, 9, group, topic=topic)
+    m, g = joined.member_id, joined.generation_id
+    r = sync(c, 5, group, g, m, protocol_type="connect")
+    assert r.error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    r = sync(c, 5, group, g, m, protocol_name="roundrobin")
+    assert r.error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    # from v5 both fields are mandatory: Kafka answers a null one with INCONSISTENT_GROUP_PROTOCOL
+    for ptype, pname in ((None, None), (None, "range"), ("consumer", None)):
+        r = sync(c, 5, group, g, m, protocol_type=ptype, protocol_name=pname, assignments={m: b"x"})
+        assert (r.error_code, r.assignment) == (E.INCONSISTENT_GROUP_PROTOCOL, b"")
+    assert state(c, group) == "CompletingRebalance"
+    r = sync(c, 5, group, g, m, assignments={m: b"x"})
+    assert (r.error_code, r.protocol_type, r.protocol_name, r.assignment) == \
+        (E.NONE, "consumer", "range", b"x")
+    # before v5 the fields do not exist
+    assert sync(c, 4, group, g, m, protocol_type=None, protocol_name=None).assignment == b"x"
+
+
+def test_sync_while_preparing_rebalance(target, connect, admin, group, topic):
+    a = connect("member-a")
+    first = join_new(a, 5, group, topic=topic)
+    a_id = first.member_id
+    assert sync(a, 5, group, 1, a_id, assignments={a_id: b"a"}).error_code == E.NONE
+    b = connect("member-b")
+    send_join_new(b, 5, group, topic=topic)
+    wait_for_state(admin, group, "PreparingRebalance")
+    assert sync(a, 5, group, 1, a_id).error_code == E.REBALANCE_IN_PROGRESS
+    # OffsetCommit from the current generation is accepted while PreparingRebalance
+    assert commit(a, 8, group, {(topic, 0): 3}, 1, a_id) == {(topic, 0): E.NONE}
+    send_join(a, 5, group, member_id=a_id, topic=topic)
+    assert receive_join(a, 5).generation_id == 2
+    assert receive_join(b, 5).generation_id == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Protocol election
+
+def test_protocol_vote_majority(target, connect, admin, group, topic):
+    """Candidates are the protocols all members support; each votes for its first candidate."""
+    sub = subscription(topic)
+    prefs = {
+        "a": [("sticky", sub), ("range", sub), ("roundrobin", sub)],  # sticky is no candidate
+        "b": [("roundrobin", sub), ("range", sub)],
+        "c": [("roundrobin", sub), ("range", sub), ("sticky", sub)],
+    }
+    chosen = _form_group_of_three(connect, admin, group, prefs)
+    assert chosen == "roundrobin"  # a: range, b: roundrobin, c: roundrobin
+
+
+def test_protocol_vote_candidates_only(target, connect, admin, group, topic):
+    sub = subscription(topic)
+    prefs = {
+        "a": [("sticky", sub), ("range", sub), ("roundrobin", sub)],
+        "b": [("sticky", sub), ("roundrobin", sub), ("range", sub)],
+        "c": [("range", sub), ("roundrobin", sub)],
+    }
+    # sticky is the favourite of two but not supported by c: a votes range, b roundrobin, c range
+    assert _form_group_of_three(connect, admin, group, prefs) == "range"
+
+
+def test_protocol_vote_tie(target, connect, admin, group, topic):
+    """A tie: Kafka picks among the tied protocols by hash-map order (arbitrary), so for Kafka
+    only membership of the tie is checked; kbroker must follow design.md's rule, the first tied
+    candidate in the leader's preference order."""
+    sub = subscription(topic)
+    a = connect("a")
+    first = join_new(a, 5, group, protocols=[("roundrobin", sub), ("range", sub)])
+    a_id = first.member_id
+    assert first.protocol_name == "roundrobin"
+    assert sync(a, 5, group, 1, a_id, protocol_name="roundrobin").error_code == E.NONE
+    b = connect("b")
+    send_join_new(b, 5, group, protocols=[("range", sub), ("roundrobin", sub)])
+    wait_for_state(admin, group, "PreparingRebalance")
+    send_join(a, 5, group, member_id=a_id, protocols=[("roundrobin", sub), ("range", sub)])
+    ra, rb = receive_join(a, 5), receive_join(b, 5)
+    assert ra.leader == a_id and ra.protocol_name == rb.protocol_name
+    if target.is_kafka:
+        assert ra.protocol_name in ("range", "roundrobin")
+    else:
+        assert ra.protocol_name == "roundrobin"  # the leader's first choice
+
+
+def _form_group_of_three(connect, admin, group, prefs: dict) -> str:
+    a = connect("a")
+    first = join_new(a, 5, group, protocols=prefs["a"])
+    a_id = first.member_id
+    assert first.protocol_name == prefs["a"][0][0]  # alone, a's favourite
+    assert sync(a, 5, group, 1, a_id, protocol_name=first.protocol_name).error_code == E.NONE
+    b, c = connect("b"), connect("c")
+    send_join_new(b, 5, group, protocols=prefs["b"])
+    send_join_new(c, 5, group, protocols=prefs["c"])
+    wait_for_state(admin, group, "PreparingRebalance")
+    send_join(a, 5, group, member_id=a_id, protocols=prefs["a"])
+    responses = [receive_join(x, 5) for x in (a, b, c)]
+    assert [r.error_code for r in responses] == [E.NONE] * 3
+    assert {r.generation_id for r in responses} == {2}
+    assert {r.leader for r in responses} == {a_id}
+    assert len(responses[0].members) == 3
+    names = {r.protocol_name for r in responses}
+    assert len(names) == 1
+    chosen = names.pop()
+    assert sync(a, 5, group, 2, a_id, protocol_name=chosen).error_code == E.NONE
+    assert describe(admin, group).protocol_data == chosen
+    return chosen
+
+
+# ---------------------------------------------------------------------------------------------
+# Expiry with short rebalance timeouts (about a second of waiting each)
+
+def test_leader_not_rejoining_is_removed_and_new_leader_elected(target, connect, admin, group, topic):
+    """A (leader) does not rejoin within the rebalance timeout: it is removed and B, the only
+    member that rejoined, becomes leader of generation 2. (With several rejoined members Kafka's
+    choice would follow hash-map order; here it is determined.)"""
+    a = connect("member-a")
+    first = join_new(a, 5, group, topic=topic, rebalance=1000)
+    a_id = first.member_id
+    assert sync(a, 5, group, 1, a_id, assignments={a_id: b"a"}).error_code == E.NONE
+    b = connect("member-b")
+    start = time.monotonic()
+    b_id = send_join_new(b, 5, group, topic=topic, rebalance=1000)
+    rb = receive_join(b, 5)
+    waited = time.monotonic() - start
+    assert rb.error_code == E.NONE
+    assert (rb.generation_id, rb.leader, rb.member_id) == (2, b_id, b_id)
+    assert [m.member_id for m in rb.members] == [b_id]
+    assert 0.5 < waited < 8, waited
+    assert heartbeat(a, 3, group, 1, a_id) == E.UNKNOWN_MEMBER_ID
+    d = describe(admin, group)
+    assert (d.group_state, [m.member_id for m in d.members]) == ("CompletingRebalance", [b_id])
+
+
+def test_member_not_syncing_is_removed(target, connect, admin, group, topic):
+    """B never sends SyncGroup: after the rebalance timeout it is removed and the group
+    rebalances; A's heartbeat says REBALANCE_IN_PROGRESS and A alone forms generation 3."""
+    a = connect("member-a")
+    first = join_new(a, 5, group, topic=topic, rebalance=1000)
+    a_id = first.member_id
+    assert sync(a, 5, group, 1, a_id, assignments={a_id: b"a"}).error_code == E.NONE
+    b = connect("member-b")
+    send_join_new(b, 5, group, topic=topic, rebalance=1000)
+    wait_for_state(admin, group, "PreparingRebalance")
+    send_join(a, 5, group, member_id=a_id, topic=topic, rebalance=1000)
+    ra, rb = receive_join(a, 5), receive_join(b, 5)
+    b_id = rb.member_id
+    assert (ra.generation_id, ra.leader) == (2, a_id)
+    sa = sync(a, 5, group, 2, a_id, assignments={a_id: b"a2", b_id: b"b2"})
+    assert (sa.error_code, sa.assignment) == (E.NONE, b"a2")
+    assert state(admin, group) == "Stable"
+    deadline = time.monotonic() + 8
+    while heartbeat(a, 4, group, 2, a_id) == E.NONE:
+        assert time.monotonic() < deadline, "B was never removed"
+        time.sleep(0.2)
+    assert heartbeat(a, 4, group, 2, a_id) == E.REBALANCE_IN_PROGRESS
+    d = describe(admin, group)
+    assert (d.group_state, [m.member_id for m in d.members]) == ("PreparingRebalance", [a_id])
+    r = join(a, 5, group, member_id=a_id, topic=topic, rebalance=1000)
+    assert (r.error_code, r.generation_id, r.leader, len(r.members)) == (E.NONE, 3, a_id, 1)
