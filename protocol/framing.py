@@ -48,6 +48,7 @@ def _header_v2_versions() -> dict:
 
 _HEADER_V2 = _header_v2_versions()
 _new = object.__new__
+_CLIENT_IDS: dict = {}  # raw client id -> str, bounded
 _NOT_FLEXIBLE = range(0)
 
 
@@ -68,11 +69,17 @@ def read_request_header(frame) -> RequestHeader:
         pos = 10 + n
         if pos > size:
             raise DecodeError(f"request header client id of {n} bytes exceeds the frame")
-        # lenient like Java (new String(bytes, UTF_8)): a bad client id must not stop the answer
-        if type(frame) is bytes:
-            client_id = frame[10:pos].decode("utf-8", "replace")
-        else:
-            client_id = str(frame[10:pos], "utf-8", "replace")
+        raw = frame[10:pos]
+        if type(raw) is not bytes:
+            raw = bytes(raw)  # bytearray / memoryview slices: hashable copy
+        client_id = _CLIENT_IDS.get(raw)  # a connection sends the same client id every time
+        if client_id is None:
+            # lenient like Java (new String(bytes, UTF_8)): a bad client id must not stop the
+            # answer
+            client_id = str(raw, "utf-8", "replace")
+            if len(_CLIENT_IDS) >= 4096:
+                _CLIENT_IDS.clear()
+            _CLIENT_IDS[raw] = client_id
     if api_version in _HEADER_V2.get(api_key, _NOT_FLEXIBLE):
         if pos >= size:
             raise DecodeError("request header v2 truncated before its tagged fields")

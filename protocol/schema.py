@@ -443,15 +443,16 @@ class _Gen:
 
         if flex:
             # fast path: a one-byte compact length (value 1..127, i.e. 0..126 bytes, non-null)
-            L.append(f"{ind}{n} = buf[pos] - 1")
-            L.append(f"{ind}if 0 <= {n} < 127:")
-            L.append(f"{ind}    {e} = pos + 1 + {n}")
+            # (the byte is length + 1, so the value ends at pos + byte)
+            L.append(f"{ind}{n} = buf[pos]")
+            L.append(f"{ind}if 0 < {n} < 128:")
+            L.append(f"{ind}    {e} = pos + {n}")
             L.append(f"{ind}    if {e} > end:")
-            L.append(f"{ind}        _fail(f'length {{{n}}} exceeds the {{end - pos - 1}} bytes that remain', {where!r}, pos + 1)")
+            L.append(f"{ind}        _fail(f'length {{{n} - 1}} exceeds the {{end - pos - 1}} bytes that remain', {where!r}, pos + 1)")
             L.append(f"{ind}    {var} = {value('pos + 1', e)}")
             L.append(f"{ind}    pos = {e}")
             if nullable:  # and a one-byte null
-                L.append(f"{ind}elif {n} == -1:")
+                L.append(f"{ind}elif {n} == 0:")
                 L.append(f"{ind}    {var} = None")
                 L.append(f"{ind}    pos += 1")
             L.append(f"{ind}else:")
@@ -785,7 +786,45 @@ def _build_message(spec: dict) -> type:
     cls.api_key = mdef.api_key
     cls.valid_versions = (mdef.valid.low, mdef.valid.high)
     cls.flexible_versions = mdef.flexible
+    cls.decode, cls.encode = _fast_paths(cls)
     return cls
+
+
+def _fast_paths(cls):
+    """Per-class decode/encode with the same signatures as MessageClass's, for the per-request
+    path: no classmethod binding, and only a dict lookup and a call when the version's codec is
+    compiled and the input is bytes or bytearray. Anything else (first use of a version, an
+    unknown version, a memoryview) fails inside the try and takes the general path."""
+    decoders = cls._decoders
+    bytes_encoders = cls._bytes_encoders
+    general_decode = MessageClass.decode.__func__
+    general_encode = MessageClass.encode
+
+    def decode(data, version: int, offset: int = 0, exact: bool = True):
+        """Decode from data[offset:]; with exact, trailing bytes are an error."""
+        try:
+            obj, pos = decoders[version](data, offset)
+        except DecodeError:
+            raise
+        except Exception:
+            # not compiled yet, unknown version, another buffer type, or bad input: the
+            # general path compiles, converts, decodes again and says what was wrong
+            return general_decode(cls, data, version, offset, exact)
+        if exact and pos != len(data):
+            raise DecodeError(
+                f"{cls._def.name} v{version} has {len(data) - pos} trailing bytes after byte {pos}")
+        return obj
+
+    def encode(self, version: int) -> bytes:
+        try:
+            fn = bytes_encoders[version]
+        except KeyError:
+            return general_encode(self, version)
+        return fn(self)
+
+    decode.__qualname__ = f"{cls.__name__}.decode"
+    encode.__qualname__ = f"{cls.__name__}.encode"
+    return staticmethod(decode), encode
 
 
 def load_messages() -> tuple[dict[str, type], str]:

@@ -285,3 +285,18 @@ def test_sasl_handshake_v1_uses_header_v1():
     assert h.header_version == 1 and frame[h.body_offset:] == body
     assert SaslHandshakeRequest.decode(frame, 1, h.body_offset).mechanism == "PLAIN"
     assert encode_request(17, 1, 5, "cli", SaslHandshakeRequest(mechanism="PLAIN"))[4:] == frame
+
+
+def test_request_header_from_bytearray_and_memoryview():
+    frame = header_bytes(12, 4, 7, "cli-ü", b"\x00") + hb(4).encode(4)
+    for buf in (frame, bytearray(frame), memoryview(frame)):
+        h = read_request_header(buf)
+        assert (h.client_id, h.header_version) == ("cli-ü", 2)
+        assert HeartbeatRequest.decode(buf, 4, h.body_offset) == hb(4)
+
+
+def test_many_client_ids():
+    # client ids are cached by their bytes; the cache is bounded and stays correct
+    for i in range(5000):
+        assert read_request_header(header_bytes(12, 3, i, f"c{i}")).client_id == f"c{i}"
+    assert len(framing._CLIENT_IDS) <= 4096
