@@ -715,3 +715,202 @@ def test_member_not_syncing_is_removed(target, connect, admin, group, topic):
     assert (d.group_state, [m.member_id for m in d.members]) == ("PreparingRebalance", [a_id])
     r = join(a, 5, group, member_id=a_id, topic=topic, rebalance=1000)
     assert (r.error_code, r.generation_id, r.leader, len(r.members)) == (E.NONE, 3, a_id, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rejoining members
+
+def _stable_pair(connect, admin, group, topic):
+    a, a_id, b, b_id = two_members_completing(connect, admin, group, topic)
+    assert sync(a, 5, group, 2, a_id, assignments={a_id: b"for-a", b_id: b"for-b"}).error_code == E.NONE
+    assert sync(b, 5, group, 2, b_id).assignment == b"for-b"
+    return a, a_id, b, b_id
+
+
+def test_follower_rejoin_with_same_metadata_in_stable(target, connect, admin, group, topic):
+    """A follower rejoining unchanged while Stable gets the current generation back at once."""
+    a, a_id, b, b_id = _stable_pair(connect, admin, group, topic)
+    r = join(b, 5, group, member_id=b_id, topic=topic)
+    assert (r.error_code, r.generation_id, r.leader, r.member_id, r.protocol_name) == \
+        (E.NONE, 2, a_id, b_id, "range")
+    assert list(r.members) == []
+    assert state(admin, group) == "Stable"
+    assert heartbeat(a, 4, group, 2, a_id) == E.NONE
+
+
+def test_leader_rejoin_in_stable_triggers_rebalance(target, connect, admin, group, topic):
+    a, a_id, b, b_id = _stable_pair(connect, admin, group, topic)
+    send_join(a, 5, group, member_id=a_id, topic=topic)
+    wait_for_state(admin, group, "PreparingRebalance")
+    assert heartbeat(b, 4, group, 2, b_id) == E.REBALANCE_IN_PROGRESS
+    rb = join(b, 5, group, member_id=b_id, topic=topic)
+    ra = receive_join(a, 5)
+    assert (ra.generation_id, rb.generation_id, ra.leader, rb.leader) == (3, 3, a_id, a_id)
+    assert (len(ra.members), len(rb.members)) == (2, 0)
+
+
+def test_follower_rejoin_with_new_metadata_triggers_rebalance(target, connect, admin, group, topic):
+    a, a_id, b, b_id = _stable_pair(connect, admin, group, topic)
+    send_join(b, 5, group, member_id=b_id, topic=topic + "-other")
+    wait_for_state(admin, group, "PreparingRebalance")
+    assert heartbeat(a, 4, group, 2, a_id) == E.REBALANCE_IN_PROGRESS
+    ra = join(a, 5, group, member_id=a_id, topic=topic)
+    rb = receive_join(b, 5)
+    assert (ra.generation_id, rb.generation_id, ra.leader) == (3, 3, a_id)
+    assert {m.member_id: m.metadata for m in ra.members} == \
+        {a_id: subscription(topic), b_id: subscription(topic + "-other")}
+
+
+def test_heartbeat_and_rejoin_while_completing_rebalance(target, connect, admin, group, topic):
+    """Between JoinGroup and SyncGroup: heartbeats are answered, and a member rejoining unchanged
+    gets the same generation back (the leader with the member list)."""
+    a, a_id, b, b_id = two_members_completing(connect, admin, group, topic)
+    assert heartbeat(a, 4, group, 2, a_id) == E.NONE
+    assert heartbeat(b, 4, group, 2, b_id) == E.NONE
+    assert heartbeat(b, 4, group, 1, b_id) == E.ILLEGAL_GENERATION
+    rb = join(b, 5, group, member_id=b_id, topic=topic)
+    assert (rb.error_code, rb.generation_id, rb.leader, len(rb.members)) == (E.NONE, 2, a_id, 0)
+    ra = join(a, 5, group, member_id=a_id, topic=topic)
+    assert (ra.error_code, ra.generation_id, ra.leader, len(ra.members)) == (E.NONE, 2, a_id, 2)
+    assert state(admin, group) == "CompletingRebalance"
+
+
+# ---------------------------------------------------------------------------------------------
+# LeaveGroup
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_leave_single_member(target, connect, admin, group, topic, version):
+    c, member, generation = stable_single(connect, group, topic=topic)
+    assert leave(c, version, group, "nobody").error_code == E.UNKNOWN_MEMBER_ID
+    assert state(admin, group) == "Stable"
+    assert leave(c, version, unique("missing"), "nobody").error_code == E.UNKNOWN_MEMBER_ID
+    assert leave(c, version, "", member).error_code == E.INVALID_GROUP_ID
+    assert leave(c, version, group, member).error_code == E.NONE
+    d = describe(admin, group)
+    assert (d.group_state, d.protocol_type, d.protocol_data, list(d.members)) == \
+        ("Empty", "consumer", "", [])
+    assert heartbeat(c, 2, group, generation, member) == E.UNKNOWN_MEMBER_ID
+    assert leave(c, version, group, member).error_code == E.UNKNOWN_MEMBER_ID
+
+
+@pytest.mark.parametrize("version", [3, 4, 5])
+def test_leave_batch(target, connect, admin, group, topic, version):
+    a, a_id, b, b_id = _stable_pair(connect, admin, group, topic)
+    r = leave(admin, version, group, members=[(b_id, None), ("nobody", None)])
+    assert r.error_code == E.NONE
+    assert [(m.member_id, m.group_instance_id, m.error_code) for m in r.members] == \
+        [(b_id, None, E.NONE), ("nobody", None, E.UNKNOWN_MEMBER_ID)]
+    d = describe(admin, group)
+    assert (d.group_state, [m.member_id for m in d.members]) == ("PreparingRebalance", [a_id])
+    assert heartbeat(a, 4, group, 2, a_id) == E.REBALANCE_IN_PROGRESS
+    assert heartbeat(b, 4, group, 2, b_id) == E.UNKNOWN_MEMBER_ID
+    r = join(a, 5, group, member_id=a_id, topic=topic)
+    assert (r.error_code, r.generation_id, r.leader, len(r.members)) == (E.NONE, 3, a_id, 1)
+
+
+@pytest.mark.parametrize("version", [3, 5])
+def test_leave_batch_unknown_group(target, connect, version):
+    """Kafka answers a batch for a group it does not know at the top level with NONE and each
+    member with UNKNOWN_MEMBER_ID (v0-2 answer the top level UNKNOWN_MEMBER_ID)."""
+    c = connect("leaver")
+    r = leave(c, version, unique("missing"), members=[("x", None), ("y", "inst-y")])
+    assert r.error_code == E.NONE
+    assert [(m.member_id, m.group_instance_id, m.error_code) for m in r.members] == \
+        [("x", None, E.UNKNOWN_MEMBER_ID), ("y", "inst-y", E.UNKNOWN_MEMBER_ID)]
+    assert leave(c, version, "", members=[("x", None)]).error_code == E.INVALID_GROUP_ID
+
+
+# ---------------------------------------------------------------------------------------------
+# Static membership (JoinGroup v5+)
+
+@pytest.mark.parametrize("version", [5, 7, 9])
+def test_static_member_restart(target, connect, admin, group, topic, version):
+    first_conn = connect("static-a")
+    r = join(first_conn, version, group, instance_id="inst-a", topic=topic)
+    assert r.error_code == E.NONE  # a static member never gets MEMBER_ID_REQUIRED
+    old = r.member_id
+    assert re.fullmatch("inst-a-" + UUID_RE, old), old
+    assert (r.generation_id, r.leader) == (1, old)
+    assert [(m.member_id, m.group_instance_id) for m in r.members] == [(old, "inst-a")]
+    assert sync(first_conn, 5, group, 1, old, instance_id="inst-a",
+                assignments={old: b"A"}).assignment == b"A"
+    d = describe(admin, group, 4)
+    assert [(m.member_id, m.group_instance_id) for m in d.members] == [(old, "inst-a")]
+
+    # the same instance restarts with an empty member id: replaced without a rebalance
+    restarted = connect("static-a")
+    r = join(restarted, version, group, instance_id="inst-a", topic=topic)
+    new = r.member_id
+    assert r.error_code == E.NONE and new != old
+    assert re.fullmatch("inst-a-" + UUID_RE, new), new
+    assert (r.generation_id, r.protocol_name) == (1, "range")
+    if version >= 9:
+        # the rejoining leader is told it leads, gets the members and may skip the assignment
+        assert (r.leader, r.skip_assignment) == (new, True)
+        assert [(m.member_id, m.group_instance_id) for m in r.members] == [(new, "inst-a")]
+    else:
+        # before v9 it is answered as a follower: the old leader id and no members
+        assert (r.leader, r.skip_assignment, list(r.members)) == (old, False, [])
+    d = describe(admin, group, 4)
+    assert d.group_state == "Stable"
+    assert [(m.member_id, m.group_instance_id, m.member_assignment) for m in d.members] == \
+        [(new, "inst-a", b"A")]
+
+    # the new id works; the old one is fenced wherever it shows up with the instance id
+    assert heartbeat(restarted, 3, group, 1, new, instance_id="inst-a") == E.NONE
+    assert heartbeat(restarted, 3, group, 1, new) == E.NONE
+    assert sync(restarted, 5, group, 1, new, instance_id="inst-a").assignment == b"A"
+    assert heartbeat(first_conn, 3, group, 1, old, instance_id="inst-a") == E.FENCED_INSTANCE_ID
+    assert heartbeat(first_conn, 3, group, 1, old) == E.UNKNOWN_MEMBER_ID
+    assert sync(first_conn, 5, group, 1, old, instance_id="inst-a").error_code == E.FENCED_INSTANCE_ID
+    r = join(first_conn, version, group, member_id=old, instance_id="inst-a", topic=topic)
+    assert (r.error_code, r.generation_id, r.member_id) == (E.FENCED_INSTANCE_ID, -1, old)
+    assert commit(first_conn, 8, group, {(topic, 0): 1}, 1, old, instance_id="inst-a") == \
+        {(topic, 0): E.FENCED_INSTANCE_ID}
+    assert commit(restarted, 8, group, {(topic, 0): 1}, 1, new, instance_id="inst-a") == \
+        {(topic, 0): E.NONE}
+    assert state(admin, group) == "Stable"
+
+
+def test_static_follower_restart(target, connect, admin, group, topic):
+    a = connect("static-a")
+    ra = join(a, 5, group, instance_id="inst-a", topic=topic)
+    a_id = ra.member_id
+    assert sync(a, 5, group, 1, a_id, instance_id="inst-a", assignments={a_id: b"A"}).error_code == E.NONE
+    b = connect("static-b")
+    send_join(b, 5, group, instance_id="inst-b", topic=topic)
+    wait_for_state(admin, group, "PreparingRebalance")
+    send_join(a, 5, group, member_id=a_id, instance_id="inst-a", topic=topic)
+    ra, rb = receive_join(a, 5), receive_join(b, 5)
+    b_id = rb.member_id
+    assert (ra.generation_id, rb.generation_id, rb.leader) == (2, 2, a_id)
+    assert sorted((m.member_id, m.group_instance_id) for m in ra.members) == \
+        sorted([(a_id, "inst-a"), (b_id, "inst-b")])
+    assert sync(a, 5, group, 2, a_id, instance_id="inst-a",
+                assignments={a_id: b"A2", b_id: b"B2"}).assignment == b"A2"
+    b2 = connect("static-b")
+    r = join(b2, 5, group, instance_id="inst-b", topic=topic)
+    assert r.error_code == E.NONE and r.member_id != b_id
+    assert (r.generation_id, r.leader, list(r.members)) == (2, a_id, [])
+    assert sync(b2, 5, group, 2, r.member_id, instance_id="inst-b").assignment == b"B2"
+    assert state(admin, group) == "Stable"
+    assert heartbeat(b, 4, group, 2, b_id, instance_id="inst-b") == E.FENCED_INSTANCE_ID
+
+
+@pytest.mark.parametrize("version", [4, 5])
+def test_leave_static_members(target, connect, admin, group, topic, version):
+    c = connect("static-a")
+    r = join(c, 5, group, instance_id="inst-a", topic=topic)
+    a_id = r.member_id
+    assert sync(c, 5, group, 1, a_id, instance_id="inst-a", assignments={a_id: b"A"}).error_code == E.NONE
+    r = leave(admin, version, group, members=[("wrong-id", "inst-a"), ("", "inst-zz"),
+                                              (a_id, "inst-zz")])
+    assert r.error_code == E.NONE
+    assert [(m.member_id, m.group_instance_id, m.error_code) for m in r.members] == [
+        ("wrong-id", "inst-a", E.FENCED_INSTANCE_ID), ("", "inst-zz", E.UNKNOWN_MEMBER_ID),
+        (a_id, "inst-zz", E.UNKNOWN_MEMBER_ID)]
+    assert state(admin, group) == "Stable"
+    r = leave(admin, version, group, members=[("", "inst-a")])  # by instance id alone
+    assert [(m.member_id, m.group_instance_id, m.error_code) for m in r.members] == \
+        [("", "inst-a", E.NONE)]
+    assert (r.error_code, state(admin, group)) == (E.NONE, "Empty")
