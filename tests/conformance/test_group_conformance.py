@@ -914,3 +914,256 @@ def test_leave_static_members(target, connect, admin, group, topic, version):
     assert [(m.member_id, m.group_instance_id, m.error_code) for m in r.members] == \
         [("", "inst-a", E.NONE)]
     assert (r.error_code, state(admin, group)) == (E.NONE, "Empty")
+
+
+# ---------------------------------------------------------------------------------------------
+# OffsetCommit
+
+@pytest.mark.parametrize("cv,fv", [(2, 1), (5, 5), (8, 8), (9, 9)])
+def test_simple_commit_creates_empty_group(target, connect, admin, group, topic, cv, fv):
+    """Generation -1 to a group that does not exist: a simple (standalone) commit, accepted; the
+    group then exists, Empty, with no protocol type."""
+    assert commit(admin, cv, group, {(topic, 0): 5, (topic, 1): (6, "m")}) == \
+        {(topic, 0): E.NONE, (topic, 1): E.NONE}
+    d = describe(admin, group)
+    assert (d.error_code, d.group_state, d.protocol_type, d.protocol_data, list(d.members)) == \
+        (E.NONE, "Empty", "", "", [])
+    g = listed(admin, 5)[group]
+    assert (g.protocol_type, g.group_state, g.group_type) == ("", "Empty", "classic")
+    assert fetch(admin, fv, group, {topic: [0, 1, 2]}) == (E.NONE, {
+        (topic, 0): (5, "", E.NONE), (topic, 1): (6, "m", E.NONE), (topic, 2): (-1, "", E.NONE)})
+    # still Empty: generation -1 is accepted with any member id; a generation is not
+    assert commit(admin, cv, group, {(topic, 0): 7}, -1, "someone") == {(topic, 0): E.NONE}
+    assert commit(admin, cv, group, {(topic, 0): 8}, 1, "") == {(topic, 0): E.UNKNOWN_MEMBER_ID}
+    assert commit(admin, cv, group, {(topic, 0): 8}, 1, "m") == {(topic, 0): E.UNKNOWN_MEMBER_ID}
+    assert fetch(admin, fv, group, {topic: [0]})[1] == {(topic, 0): (7, "", E.NONE)}
+
+
+def test_simple_commit_to_group_emptied_by_leave(target, connect, admin, group, topic):
+    c, member, generation = stable_single(connect, group, topic=topic)
+    assert commit(admin, 8, group, {(topic, 0): 1}) == {(topic, 0): E.UNKNOWN_MEMBER_ID}
+    assert leave(c, 3, group, members=[(member, None)]).members[0].error_code == E.NONE
+    assert commit(admin, 8, group, {(topic, 0): 1}) == {(topic, 0): E.NONE}
+    assert commit(c, 8, group, {(topic, 0): 2}, generation, member) == {(topic, 0): E.UNKNOWN_MEMBER_ID}
+    d = describe(admin, group)
+    assert (d.group_state, d.protocol_type) == ("Empty", "consumer")
+
+
+@pytest.mark.parametrize("cv", [2, 6, 9])
+def test_commit_to_stable_group_errors(target, connect, admin, group, topic, cv):
+    c, member, generation = stable_single(connect, group, topic=topic)
+    tp = (topic, 0)
+    assert commit(c, cv, group, {tp: 1}, generation, member) == {tp: E.NONE}
+    assert commit(admin, cv, group, {tp: 2}) == {tp: E.UNKNOWN_MEMBER_ID}  # simple commit
+    for stale in (generation + 1, generation - 1, -1):
+        assert commit(c, cv, group, {tp: 2}, stale, member) == {tp: E.ILLEGAL_GENERATION}
+    assert commit(c, cv, group, {tp: 2}, generation, "nobody") == {tp: E.UNKNOWN_MEMBER_ID}
+    assert commit(c, cv, group, {tp: 2}, generation + 1, "nobody") == {tp: E.UNKNOWN_MEMBER_ID}
+    assert commit(c, cv, group, {tp: 2}, generation, "") == {tp: E.UNKNOWN_MEMBER_ID}
+    assert fetch(c, 6, group, {topic: [0]})[1] == {tp: (1, "", E.NONE)}
+    assert state(admin, group) == "Stable"
+
+
+def test_commit_during_completing_rebalance(target, connect, admin, group, topic):
+    c = connect("completing")
+    j = join_new(c, 5, group, topic=topic)
+    assert state(admin, group) == "CompletingRebalance"
+    tp = (topic, 0)
+    assert commit(c, 8, group, {tp: 1}, j.generation_id, j.member_id) == {tp: E.REBALANCE_IN_PROGRESS}
+    assert commit(c, 8, group, {tp: 1}) == {tp: E.UNKNOWN_MEMBER_ID}
+    assert commit(c, 8, group, {tp: 1}, j.generation_id + 1, j.member_id) == {tp: E.ILLEGAL_GENERATION}
+    assert commit(c, 8, group, {tp: 1}, j.generation_id, "nobody") == {tp: E.UNKNOWN_MEMBER_ID}
+    assert fetch(c, 8, group, None) == (E.NONE, {})
+    assert sync(c, 5, group, j.generation_id, j.member_id, assignments={j.member_id: b"x"}).error_code == E.NONE
+    assert commit(c, 8, group, {tp: 1}, j.generation_id, j.member_id) == {tp: E.NONE}
+
+
+@pytest.mark.parametrize("cv", [2, 8])
+def test_commit_metadata_too_large(target, connect, admin, group, topic, cv):
+    """offset.metadata.max.bytes is 4096 on both brokers: 4096 characters pass, 4097 do not, and
+    only the offending partition fails."""
+    errors = commit(admin, cv, group, {(topic, 0): (9, "x" * 4097), (topic, 1): (10, "y" * 4096)})
+    assert errors == {(topic, 0): E.OFFSET_METADATA_TOO_LARGE, (topic, 1): E.NONE}
+    assert fetch(admin, 8, group, {topic: [0, 1]})[1] == {
+        (topic, 0): (-1, "", E.NONE), (topic, 1): (10, "y" * 4096, E.NONE)}
+
+
+@pytest.mark.parametrize("cv", [2, 7, 9])
+def test_commit_unknown_topic_or_partition(target, connect, admin, group, topic, cv):
+    """Partitions of topics that do not exist, and partitions out of range, are answered
+    UNKNOWN_TOPIC_OR_PARTITION, before and regardless of the member checks; the rest of the
+    request is handled normally."""
+    missing = unique("no-such-topic")
+    errors = commit(admin, cv, group, {(missing, 0): 5, (topic, 99): 5, (topic, -1): 5, (topic, 1): 4})
+    assert errors == {(missing, 0): E.UNKNOWN_TOPIC_OR_PARTITION,
+                      (topic, 99): E.UNKNOWN_TOPIC_OR_PARTITION,
+                      (topic, -1): E.UNKNOWN_TOPIC_OR_PARTITION, (topic, 1): E.NONE}
+    stable = unique("stable")
+    c, member, generation = stable_single(connect, stable, topic=topic)
+    errors = commit(c, cv, stable, {(missing, 0): 5, (topic, 0): 4}, generation, "nobody")
+    assert errors == {(missing, 0): E.UNKNOWN_TOPIC_OR_PARTITION, (topic, 0): E.UNKNOWN_MEMBER_ID}
+    assert fetch(admin, 8, group, None) == (E.NONE, {(topic, 1): (4, "", E.NONE)})
+
+
+# ---------------------------------------------------------------------------------------------
+# OffsetFetch
+
+@pytest.mark.parametrize("fv", [1, 2, 3, 5, 7, 8, 9])
+def test_offset_fetch_unknowns(target, connect, admin, group, topic, fv):
+    missing = unique("no-such-topic")
+    assert commit(admin, 8, group, {(topic, 0): 11}) == {(topic, 0): E.NONE}
+    error, offsets = fetch(admin, fv, group, {topic: [0, 1, 99], missing: [0]})
+    assert error == E.NONE
+    assert offsets == {(topic, 0): (11, "", E.NONE), (topic, 1): (-1, "", E.NONE),
+                       (topic, 99): (-1, "", E.NONE), (missing, 0): (-1, "", E.NONE)}
+    error, offsets = fetch(admin, fv, unique("missing-group"), {topic: [0]})
+    assert (error, offsets) == (E.NONE, {(topic, 0): (-1, "", E.NONE)})
+    if fv >= 2:
+        assert fetch(admin, fv, unique("missing-group"), None) == (E.NONE, {})
+
+
+@pytest.mark.parametrize("fv", [8, 9])
+def test_offset_fetch_batched_groups(target, connect, admin, topic, fv):
+    g1, g2, g3 = unique("batch-a"), unique("batch-b"), unique("batch-missing")
+    assert commit(admin, 8, g1, {(topic, 0): 1}) == {(topic, 0): E.NONE}
+    assert commit(admin, 8, g2, {(topic, 1): (2, "two")}) == {(topic, 1): E.NONE}
+    T = OffsetFetchRequest.OffsetFetchRequestTopics
+    response = admin.call(OffsetFetchRequest(groups=[
+        OffsetFetchRequest.OffsetFetchRequestGroup(group_id=g1, topics=[T(name=topic, partition_indexes=[0, 1])]),
+        OffsetFetchRequest.OffsetFetchRequestGroup(group_id=g2, topics=None),
+        OffsetFetchRequest.OffsetFetchRequestGroup(group_id=g3, topics=None),
+    ], require_stable=True), fv)
+    got = {g.group_id: (g.error_code, {(t.name, p.partition_index): (p.committed_offset, p.metadata, p.error_code)
+                                       for t in g.topics for p in t.partitions})
+           for g in response.groups}
+    assert got == {
+        g1: (E.NONE, {(topic, 0): (1, "", E.NONE), (topic, 1): (-1, "", E.NONE)}),
+        g2: (E.NONE, {(topic, 1): (2, "two", E.NONE)}),
+        g3: (E.NONE, {}),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# DescribeGroups, ListGroups
+
+def test_describe_unknown_group(target, connect, admin):
+    missing = unique("missing")
+    d = describe(admin, missing, 5)
+    assert (d.error_code, d.group_id, d.group_state, d.protocol_type, d.protocol_data, list(d.members)) == \
+        (E.NONE, missing, "Dead", "", "", [])
+    d = describe(admin, missing, 6)  # v6: GROUP_ID_NOT_FOUND with a message
+    assert (d.error_code, d.error_message, d.group_state) == \
+        (E.GROUP_ID_NOT_FOUND, f"Group {missing} not found.", "Dead")
+
+
+def test_describe_several_groups(target, connect, admin, group, topic):
+    c, member, generation = stable_single(connect, group, topic=topic)
+    simple, missing = unique("simple"), unique("missing")
+    assert commit(admin, 8, simple, {(topic, 0): 1}) == {(topic, 0): E.NONE}
+    response = admin.call(DescribeGroupsRequest(groups=[group, simple, missing]), 5)
+    got = {g.group_id: (g.error_code, g.group_state, g.protocol_type, g.protocol_data, len(g.members))
+           for g in response.groups}
+    assert got == {group: (E.NONE, "Stable", "consumer", "range", 1),
+                   simple: (E.NONE, "Empty", "", "", 0),
+                   missing: (E.NONE, "Dead", "", "", 0)}
+    m = [g for g in response.groups if g.group_id == group][0].members[0]
+    assert (m.member_id, m.client_id, m.client_host, m.group_instance_id) == \
+        (member, "solo", "/127.0.0.1", None)
+
+
+def test_list_groups_states_and_types(target, connect, admin, group, topic):
+    stable, empty, simple = group, unique("emptied"), unique("simple")
+    stable_single(connect, stable, topic=topic)
+    c, member, _ = stable_single(connect, empty, topic=topic)
+    assert leave(c, 1, empty, member).error_code == E.NONE
+    assert commit(admin, 8, simple, {(topic, 0): 1}) == {(topic, 0): E.NONE}
+    preparing = unique("preparing")
+    a, a_id, _ = stable_single(connect, preparing, topic=topic)
+    send_join_new(connect("joiner"), 5, preparing, topic=topic)
+    wait_for_state(admin, preparing, "PreparingRebalance")
+    mine = {stable, empty, simple, preparing}
+
+    def view(version, **kw):
+        return {k: (g.protocol_type, g.group_state, g.group_type)
+                for k, g in listed(admin, version, **kw).items() if k in mine}
+
+    assert view(0) == {stable: ("consumer", "", ""), empty: ("consumer", "", ""),
+                       simple: ("", "", ""), preparing: ("consumer", "", "")}
+    assert view(4) == {stable: ("consumer", "Stable", ""), empty: ("consumer", "Empty", ""),
+                       simple: ("", "Empty", ""), preparing: ("consumer", "PreparingRebalance", "")}
+    assert view(5) == {stable: ("consumer", "Stable", "classic"),
+                       empty: ("consumer", "Empty", "classic"), simple: ("", "Empty", "classic"),
+                       preparing: ("consumer", "PreparingRebalance", "classic")}
+    assert set(view(4, states=["Stable"])) == {stable}
+    assert set(view(4, states=["stable", "empty"])) == {stable, empty, simple}  # case-insensitive
+    assert set(view(4, states=["PreparingRebalance"])) == {preparing}
+    assert set(view(4, states=["Dead"])) == set()
+    assert set(view(5, types=["classic"])) == mine
+    assert set(view(5, types=["Classic"])) == mine
+    assert set(view(5, types=["consumer"])) == set()
+    assert set(view(5, states=["Empty"], types=["classic"])) == {empty, simple}
+
+
+# ---------------------------------------------------------------------------------------------
+# DeleteGroups, OffsetDelete
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_delete_groups(target, connect, admin, group, topic, version):
+    busy, empty, missing = group, unique("empty"), unique("missing")
+    stable_single(connect, busy, topic=topic)
+    assert commit(admin, 8, empty, {(topic, 0): 3}) == {(topic, 0): E.NONE}
+    response = admin.call(DeleteGroupsRequest(groups_names=[busy, empty, missing]), version)
+    # Kafka answers in the order of its coordinator shards, not the request's: compare by group
+    assert {r.group_id: r.error_code for r in response.results} == {
+        busy: E.NON_EMPTY_GROUP, empty: E.NONE, missing: E.GROUP_ID_NOT_FOUND}
+    assert len(response.results) == 3
+    assert describe(admin, empty).group_state == "Dead"
+    assert describe(admin, busy).group_state == "Stable"
+    assert fetch(admin, 8, empty, {topic: [0]})[1] == {(topic, 0): (-1, "", E.NONE)}
+    again = admin.call(DeleteGroupsRequest(groups_names=[empty]), version)
+    assert [(r.group_id, r.error_code) for r in again.results] == [(empty, E.GROUP_ID_NOT_FOUND)]
+    assert commit(admin, 8, empty, {(topic, 0): 4}) == {(topic, 0): E.NONE}  # a new simple group
+    assert describe(admin, empty).group_state == "Empty"
+
+
+def offset_delete(client: RawClient, group: str, partitions: dict):
+    response = client.call(OffsetDeleteRequest(group_id=group, topics=[
+        OffsetDeleteRequest.OffsetDeleteRequestTopic(name=t, partitions=[
+            OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=p) for p in ps])
+        for t, ps in partitions.items()]), 0)
+    # Kafka lists topics it does not know first; compare by partition
+    return response.error_code, {(t.name, p.partition_index): p.error_code
+                                 for t in response.topics for p in t.partitions}
+
+
+def test_offset_delete_empty_group(target, connect, admin, group, topic):
+    missing = unique("no-such-topic")
+    assert commit(admin, 8, group, {(topic, 0): 1, (topic, 1): 2}) == \
+        {(topic, 0): E.NONE, (topic, 1): E.NONE}
+    # partition 2 has no committed offset: still answered NONE
+    assert offset_delete(admin, group, {topic: [0, 2], missing: [0]}) == (E.NONE, {
+        (topic, 0): E.NONE, (topic, 2): E.NONE, (missing, 0): E.UNKNOWN_TOPIC_OR_PARTITION})
+    assert fetch(admin, 8, group, None) == (E.NONE, {(topic, 1): (2, "", E.NONE)})
+    assert describe(admin, group).group_state == "Empty"
+
+
+def test_offset_delete_group_without_offsets(target, connect, admin, group, topic):
+    c, member, _ = stable_single(connect, group, topic=topic)
+    assert leave(c, 1, group, member).error_code == E.NONE
+    assert offset_delete(admin, group, {topic: [0, 1]}) == \
+        (E.NONE, {(topic, 0): E.NONE, (topic, 1): E.NONE})
+
+
+def test_offset_delete_subscribed_and_unknown(target, connect, admin, group, topic):
+    c, member, generation = stable_single(connect, group, topic=topic)
+    assert commit(c, 8, group, {(topic, 0): 1}, generation, member) == {(topic, 0): E.NONE}
+    # the member's subscription (ConsumerProtocolSubscription) names the topic
+    assert offset_delete(admin, group, {topic: [0, 1]}) == \
+        (E.NONE, {(topic, 0): E.GROUP_SUBSCRIBED_TO_TOPIC, (topic, 1): E.GROUP_SUBSCRIBED_TO_TOPIC})
+    other = unique("other-sub")
+    c2, m2, g2 = stable_single(connect, other, topic=topic + "-elsewhere")
+    assert commit(c2, 8, other, {(topic, 0): 1}, g2, m2) == {(topic, 0): E.NONE}
+    assert offset_delete(admin, other, {topic: [0]}) == (E.NONE, {(topic, 0): E.NONE})
+    assert fetch(admin, 8, other, None) == (E.NONE, {})
+    assert offset_delete(admin, unique("missing"), {topic: [0]}) == (E.GROUP_ID_NOT_FOUND, {})
+    assert offset_delete(admin, "", {topic: [0]}) == (E.INVALID_GROUP_ID, {})
