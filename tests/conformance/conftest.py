@@ -20,6 +20,8 @@ GROUP_SETTINGS = {
     "group.min.session.timeout.ms": 6000,
     "group.max.session.timeout.ms": 1800000,
     "offset.metadata.max.bytes": 4096,
+    # small enough for a scenario to fill a group (no other scenario needs more than 3 members)
+    "group.max.size": 3,
 }
 
 

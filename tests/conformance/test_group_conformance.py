@@ -286,8 +286,8 @@ def stable_single(connect, group: str, version: int = 5, **kw):
     client = connect("solo")
     joined = join_new(client, version, group, **kw)
     assert joined.error_code == E.NONE, joined
-    synced = sync(client, min(version, 5) if version < 5 else 5, group, joined.generation_id,
-                  joined.member_id, assignments={joined.member_id: b"solo"})
+    synced = sync(client, min(version, 5), group, joined.generation_id, joined.member_id,
+                  assignments={joined.member_id: b"solo"})
     assert synced.error_code == E.NONE, synced
     return client, joined.member_id, joined.generation_id
 
@@ -1167,3 +1167,59 @@ def test_offset_delete_subscribed_and_unknown(target, connect, admin, group, top
     assert fetch(admin, 8, other, None) == (E.NONE, {})
     assert offset_delete(admin, unique("missing"), {topic: [0]}) == (E.GROUP_ID_NOT_FOUND, {})
     assert offset_delete(admin, "", {topic: [0]}) == (E.INVALID_GROUP_ID, {})
+
+
+# ---------------------------------------------------------------------------------------------
+# group.max.size (3 on both brokers, see conftest.GROUP_SETTINGS)
+
+@pytest.mark.parametrize("version", [3, 5, 9])
+def test_group_max_size(target, connect, admin, group, topic, version):
+    sub = subscription(topic)
+    prefs = {name: [("range", sub)] for name in "abc"}
+    _form_group_of_three(connect, admin, group, prefs)
+    d = connect("d")
+    r = join(d, version, group, topic=topic)  # before MEMBER_ID_REQUIRED, too
+    assert (r.error_code, r.generation_id) == (E.GROUP_MAX_SIZE_REACHED, -1)
+    r = join(d, 5, group, instance_id="inst-d", topic=topic)
+    assert (r.error_code, r.generation_id) == (E.GROUP_MAX_SIZE_REACHED, -1)
+    dg = describe(admin, group)
+    assert (dg.group_state, len(dg.members)) == ("Stable", 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pending members (JoinGroup v4+: answered MEMBER_ID_REQUIRED, not yet joined again)
+
+def test_pending_member_does_not_rebalance_until_it_joins(target, connect, admin, group, topic):
+    a, a_id, generation = stable_single(connect, group, topic=topic)
+    b = connect("pending")
+    b_id = new_member_id(b, 5, group, topic=topic)
+    assert state(admin, group) == "Stable"
+    assert len(describe(admin, group).members) == 1
+    assert heartbeat(a, 4, group, generation, a_id) == E.NONE
+    # the pending id is not a member yet
+    assert heartbeat(b, 4, group, generation, b_id) == E.UNKNOWN_MEMBER_ID
+    assert sync(b, 5, group, generation, b_id).error_code == E.UNKNOWN_MEMBER_ID
+    assert commit(b, 8, group, {(topic, 0): 1}, generation, b_id) == {(topic, 0): E.UNKNOWN_MEMBER_ID}
+    # joining with the id makes it a member and starts the rebalance
+    send_join(b, 5, group, member_id=b_id, topic=topic)
+    wait_for_state(admin, group, "PreparingRebalance")
+    ra = join(a, 5, group, member_id=a_id, topic=topic)
+    rb = receive_join(b, 5)
+    assert (ra.generation_id, rb.generation_id, rb.member_id, ra.leader) == (2, 2, b_id, a_id)
+
+
+def test_leave_of_pending_member(target, connect, admin, group, topic):
+    """LeaveGroup removes a pending member (NONE) and, on both brokers, starts a rebalance; its
+    id is then unknown to JoinGroup."""
+    a, a_id, generation = stable_single(connect, group, topic=topic)
+    b = connect("pending")
+    b_id = new_member_id(b, 5, group, topic=topic)
+    r = leave(admin, 3, group, members=[(b_id, None)])
+    assert (r.error_code, [(m.member_id, m.error_code) for m in r.members]) == \
+        (E.NONE, [(b_id, E.NONE)])
+    assert state(admin, group) == "PreparingRebalance"
+    assert heartbeat(a, 4, group, generation, a_id) == E.REBALANCE_IN_PROGRESS
+    r = join(b, 5, group, member_id=b_id, topic=topic)
+    assert (r.error_code, r.generation_id) == (E.UNKNOWN_MEMBER_ID, -1)
+    ra = join(a, 5, group, member_id=a_id, topic=topic)
+    assert (ra.error_code, ra.generation_id, ra.leader, len(ra.members)) == (E.NONE, 2, a_id, 1)
