@@ -159,6 +159,14 @@ class KafkaServer:
         return cmd + list(args)
 
     def start(self, timeout: float = 90.0) -> None:
+        """Formats and starts the broker; on any failure stops it and removes its directory."""
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> None:
         java_executable()  # fail early and clearly without Java
         libs = resolve_kafka_jars(self.version)
         jars = sorted(os.path.join(libs, n) for n in os.listdir(libs) if n.endswith(".jar"))
@@ -187,16 +195,14 @@ class KafkaServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"Kafka exited with {self.proc.returncode}:\n{self.logs()[-6000:]}")
             if time.monotonic() > deadline:
-                self.stop()
                 raise RuntimeError(f"Kafka did not answer ApiVersions within {timeout}s:\n"
                                    f"{self.logs()[-6000:]}")
             time.sleep(0.2)
         try:
             wait_for_group_coordinator(self.port, deadline)
-        except Exception:
-            logs = self.logs()[-6000:]
-            self.stop()
-            raise RuntimeError(f"Kafka's group coordinator did not become ready:\n{logs}")
+        except Exception as e:
+            raise RuntimeError(f"Kafka's group coordinator did not become ready ({e}):\n"
+                               f"{self.logs()[-6000:]}") from e
 
     def logs(self) -> str:
         if not self.log_path or not os.path.exists(self.log_path):
