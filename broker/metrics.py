@@ -1,17 +1,210 @@
 """Prometheus metrics for the broker, on a registry of its own (several brokers per process in
-tests), served over HTTP with /metrics, /health and /ready."""
+tests), served over HTTP with /metrics, /health and /ready on ``metrics.port`` (default 9404;
+0 turns the endpoint off).
+
+Two kinds of series:
+
+* counters and histograms updated by cheap hooks on the request path (requests, latency, errors,
+  connections, bytes, records; label children are cached so a hook is a dict lookup and an add);
+* state read at scrape time by :class:`BrokerStateCollector` — groups by state, members,
+  rebalances, expired members, delayed operations, log end offsets and consumer lag — so keeping
+  them costs nothing between scrapes. Scrapes run on the event loop, so they see a consistent state.
+"""
 from __future__ import annotations
 
 import asyncio
+import struct
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from protocol.errors import ErrorCode
 
 log = structlog.get_logger("broker.metrics")
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
                    10, 30)
+REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+#: delayed-operation kinds always reported (0 when none wait), so dashboards see the series
+DELAYED_KINDS = ("heartbeat", "join", "sync", "fetch")
+
+_BATCH_HEADER = struct.Struct(">qi")      # base offset, batch length (bytes after this field)
+_RECORDS_COUNT = struct.Struct(">i")      # at byte 57 of a v2 record batch
+_RECORDS_COUNT_AT = 57
+_BATCH_OVERHEAD = 12                      # base offset + length fields
+
+
+def _error_paths(response_cls) -> tuple[tuple[str, ...], ...]:
+    """Attribute paths from a response message to each of its ``error_code`` fields: the
+    top-level one and those in arrays of structs (topics, partitions), up to three levels deep."""
+    paths: set[tuple[str, ...]] = set()
+
+    def walk(sdef, prefix: tuple[str, ...], depth: int) -> None:
+        for f in sdef.fields:
+            if f.attr == "error_code" and not f.is_array and f.struct is None:
+                paths.add(prefix + ("error_code",))
+            elif f.is_array and f.struct is not None and not isinstance(f.struct, str) \
+                    and depth < 3:
+                walk(f.struct, prefix + (f.attr,), depth + 1)
+
+    definition = getattr(response_cls, "_def", None)
+    if definition is not None:
+        walk(definition.root, (), 0)
+    return tuple(sorted(paths, key=len))
+
+
+def _collect_codes(obj, path: tuple[str, ...], i: int, out: list) -> None:
+    name = path[i]
+    if i == len(path) - 1:
+        code = getattr(obj, name, 0)
+        if code:
+            out.append(code)
+        return
+    children = getattr(obj, name, None)
+    if children:
+        for child in children:
+            _collect_codes(child, path, i + 1, out)
+
+
+def count_records(data) -> int:
+    """Records in a run of v2 record batches (the header's count; a trailing partial batch, as
+    Fetch may return, is not counted)."""
+    n = 0
+    pos = 0
+    end = len(data)
+    while pos + _RECORDS_COUNT_AT + 4 <= end:
+        _base, length = _BATCH_HEADER.unpack_from(data, pos)
+        if length <= 0 or pos + _BATCH_OVERHEAD + length > end:
+            break
+        n += _RECORDS_COUNT.unpack_from(data, pos + _RECORDS_COUNT_AT)[0]
+        pos += _BATCH_OVERHEAD + length
+    return n
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"UNKNOWN_{code}"
+
+
+def _value(obj, name: str, default=0):
+    """A stats value that may be a property or a method on the coordinator."""
+    v = getattr(obj, name, default)
+    return v() if callable(v) else v
+
+
+class BrokerStateCollector:
+    """Series computed from the broker's state when /metrics is scraped."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+
+    def describe(self):
+        return []  # names are fixed; nothing to check at registration
+
+    def collect(self):
+        broker = self.broker
+        coordinator = getattr(broker, "coordinator", None)
+        yield from self._coordinator(coordinator)
+        yield self._delayed(coordinator)
+        yield from self._logs_and_lag(coordinator)
+
+    def _coordinator(self, coordinator):
+        groups = GaugeMetricFamily("kafka_coordinator_groups",
+                                   "Consumer groups known to the coordinator, by state.",
+                                   labels=["state"])
+        members = GaugeMetricFamily("kafka_coordinator_members",
+                                    "Members of all groups known to the coordinator.")
+        group_members = GaugeMetricFamily("kafka_group_members", "Members of each group.",
+                                          labels=["group"])
+        generation = GaugeMetricFamily("kafka_group_generation",
+                                       "Current generation id of each group.", labels=["group"])
+        rebalances = CounterMetricFamily(
+            "kafka_coordinator_rebalances",
+            "Rebalances completed with members (each one is a new generation).")
+        started = CounterMetricFamily("kafka_coordinator_rebalances_started",
+                                      "Rebalances started (groups moved to PreparingRebalance).")
+        expired = CounterMetricFamily(
+            "kafka_coordinator_expired_members",
+            "Members removed because their session timed out (no heartbeat).")
+        loading = GaugeMetricFamily("kafka_coordinator_shards_loading",
+                                    "Coordinator shards (offsets partitions) still loading.")
+        if coordinator is not None:
+            for state, n in sorted(coordinator.groups_by_state().items()):
+                groups.add_metric([state], n)
+            members.add_metric([], coordinator.member_count())
+            for gid, group in self._groups(coordinator):
+                group_members.add_metric([gid], len(group.members))
+                generation.add_metric([gid], group.generation_id)
+            rebalances.add_metric([], _value(coordinator, "rebalances_total"))
+            stats = getattr(coordinator, "stats", None)
+            started.add_metric([], getattr(stats, "rebalances_started_total", 0))
+            expired.add_metric([], _value(coordinator, "expired_members_total"))
+            loading.add_metric([], len(coordinator.shards_loading))
+        yield from (groups, members, group_members, generation, rebalances, started, expired,
+                    loading)
+
+    @staticmethod
+    def _groups(coordinator):
+        for shard in coordinator.shards:
+            yield from shard.groups.items()
+
+    def _delayed(self, coordinator):
+        family = GaugeMetricFamily("kafka_delayed_operations",
+                                   "Delayed operations waiting in purgatory, by kind.",
+                                   labels=["kind"])
+        waiting = dict.fromkeys(DELAYED_KINDS, 0)
+        if coordinator is not None:
+            for kind, n in coordinator.waiting_operations().items():
+                waiting[kind] = waiting.get(kind, 0) + n
+        fetches = getattr(self.broker, "fetches", None)
+        if fetches is not None:
+            for kind, n in fetches.purgatory.waiting_by_kind().items():
+                waiting[kind] = waiting.get(kind, 0) + n
+        for kind, n in sorted(waiting.items()):
+            family.add_metric([kind], n)
+        return family
+
+    def _logs_and_lag(self, coordinator):
+        end = GaugeMetricFamily("kafka_log_end_offset",
+                                "Offset the next record appended to a partition gets (the high "
+                                "watermark on this single-replica broker).",
+                                labels=["topic", "partition"])
+        start = GaugeMetricFamily("kafka_log_start_offset",
+                                  "First offset a consumer may read from a partition.",
+                                  labels=["topic", "partition"])
+        size = GaugeMetricFamily("kafka_log_size_bytes", "Bytes held by a partition's log.",
+                                 labels=["topic", "partition"])
+        committed = GaugeMetricFamily("kafka_consumer_group_committed_offset",
+                                      "Offset committed by a group for a partition.",
+                                      labels=["group", "topic", "partition"])
+        lag = GaugeMetricFamily("kafka_consumer_group_lag",
+                                "Log end offset minus the group's committed offset (0 at least).",
+                                labels=["group", "topic", "partition"])
+        topics = getattr(self.broker, "topics", None)
+        ends: dict[tuple[str, int], int] = {}
+        if topics is not None:
+            for name, topic in list(topics.topics.items()):
+                for partition in topic.partitions:
+                    plog = partition.log
+                    leo = plog.log_end_offset
+                    ends[(name, partition.index)] = leo
+                    label = [name, str(partition.index)]
+                    end.add_metric(label, leo)
+                    start.add_metric(label, plog.log_start_offset)
+                    size.add_metric(label, plog.size_bytes)
+        if coordinator is not None:
+            for gid, group in self._groups(coordinator):
+                for (topic, partition), om in group.offsets.items():
+                    label = [gid, topic, str(partition)]
+                    committed.add_metric(label, om.offset)
+                    leo = ends.get((topic, partition))
+                    if leo is not None:
+                        lag.add_metric(label, max(leo - om.offset, 0))
+        yield from (end, start, size, committed, lag)
 
 
 class Metrics:
@@ -23,8 +216,9 @@ class Metrics:
         self.latency = Histogram("kafka_request_latency_seconds",
                                  "Time from request received to response ready, by API.",
                                  ["api"], buckets=LATENCY_BUCKETS, registry=r)
-        self.errors = Counter("kafka_errors_total", "Error codes returned, by API and error.",
-                              ["api", "error"], registry=r)
+        self.errors = Counter("kafka_errors_total",
+                              "Error codes returned (top level and per topic/partition), by API "
+                              "and error.", ["api", "error_code", "error"], registry=r)
         self.connections = Gauge("kafka_connections", "Open client connections.", registry=r)
         self.rejected = Counter("kafka_connections_rejected_total",
                                 "Connections closed for bad input or limits, by reason.",
@@ -39,9 +233,21 @@ class Metrics:
         self.fetched_bytes = Counter("kafka_fetched_bytes_total",
                                      "Record bytes returned by Fetch, by topic.", ["topic"],
                                      registry=r)
+        self.fetched_records = Counter("kafka_fetched_records_total",
+                                       "Records returned by Fetch (whole batches), by topic.",
+                                       ["topic"], registry=r)
+        self.rebalance_duration = Histogram(
+            "kafka_group_rebalance_duration_seconds",
+            "Time from a rebalance's start (PreparingRebalance) until its group is Stable "
+            "(assignment stored), once per generation.", buckets=REBALANCE_BUCKETS, registry=r)
+        r.register(BrokerStateCollector(broker))
         self._latency_children: dict = {}
         self._request_children: dict = {}
+        self._error_children: dict = {}
+        self._error_paths: dict = {}
+        self._stable_generation: dict[str, int] = {}
         self.http_server = None
+        self.bound = None
 
     # -- hot-path hooks (cheap: cached label children)
 
@@ -56,8 +262,44 @@ class Metrics:
             lat = self._latency_children[api] = self.latency.labels(api)
         lat.observe(seconds)
 
-    def error(self, api: str, error_code: int) -> None:
-        self.errors.labels(api, str(error_code)).inc()
+    def error(self, api: str, error_code: int, n: int = 1) -> None:
+        key = (api, error_code)
+        child = self._error_children.get(key)
+        if child is None:
+            child = self._error_children[key] = self.errors.labels(
+                api, str(int(error_code)), _error_name(error_code))
+        child.inc(n)
+
+    def responded(self, api: str, request, response) -> None:
+        """Called with every response a handler gives: counts its non-zero error codes (top
+        level and per topic/partition) and notes SyncGroup answers of a new stable generation."""
+        cls = type(response)
+        paths = self._error_paths.get(cls)
+        if paths is None:
+            paths = self._error_paths[cls] = _error_paths(cls)
+        if paths:
+            codes: list = []
+            for path in paths:
+                _collect_codes(response, path, 0, codes)
+            for code in codes:
+                self.error(api, code)
+        if api == "SyncGroup" and response.error_code == 0:
+            self._sync_answered(request.group_id)
+
+    def _sync_answered(self, group_id: str) -> None:
+        coordinator = getattr(self.broker, "coordinator", None)
+        group = coordinator.group(group_id) if coordinator is not None else None
+        if group is None or group.state.value != "Stable":
+            return
+        generation = group.generation_id
+        if self._stable_generation.get(group_id) == generation:
+            return  # another member of the same generation
+        if len(self._stable_generation) > 10000:
+            self._stable_generation.clear()
+        self._stable_generation[group_id] = generation
+        started, stable = group.rebalance_started_ms, group.state_timestamp
+        if started is not None and stable is not None and stable >= started:
+            self.rebalance_duration.observe((stable - started) / 1000.0)
 
     def connection_opened(self) -> None:
         self.connections.inc()
@@ -79,11 +321,33 @@ class Metrics:
 
     def fetched(self, responses) -> None:
         for t in responses:
-            n = 0
+            size = 0
+            records = 0
             for p in t.partitions:
-                n += len(p.records)
-            if n:
-                self.fetched_bytes.labels(t.topic).inc(n)
+                data = p.records
+                if data:
+                    size += len(data)
+                    records += count_records(data)
+            if size:
+                self.fetched_bytes.labels(t.topic).inc(size)
+                if records:
+                    self.fetched_records.labels(t.topic).inc(records)
+
+    # -- readiness
+
+    def readiness(self) -> tuple[bool, str]:
+        """(ready, why): listeners bound and every coordinator shard loaded."""
+        broker = self.broker
+        if not getattr(broker, "ready", False):
+            return False, "starting"
+        coordinator = getattr(broker, "coordinator", None)
+        loading = len(coordinator.shards_loading) if coordinator is not None else 0
+        if loading:
+            return False, f"loading {loading} coordinator shards"
+        server = getattr(broker, "server", None)
+        if server is not None and not server.bound:
+            return False, "no listener bound"
+        return True, "ready"
 
     # -- HTTP endpoint
 
@@ -108,21 +372,25 @@ class Metrics:
             while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
                 pass
             parts = line.decode("latin-1").split()
+            method = parts[0] if parts else ""
             path = parts[1].split("?")[0] if len(parts) >= 2 else ""
             if path == "/metrics":
                 status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.registry)
             elif path == "/health":
                 status, ctype, body = "200 OK", "text/plain", b"ok\n"
             elif path == "/ready":
-                ready = self.broker.ready
+                ready, why = self.readiness()
                 status = "200 OK" if ready else "503 Service Unavailable"
-                ctype, body = "text/plain", b"ready\n" if ready else b"loading\n"
+                ctype, body = "text/plain", why.encode() + b"\n"
             else:
                 status, ctype, body = "404 Not Found", "text/plain", b"not found\n"
-            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: "
-                         f"{len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+            head = (f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: "
+                    f"{len(body)}\r\nConnection: close\r\n\r\n").encode()
+            writer.write(head if method == "HEAD" else head + body)
             await writer.drain()
         except (asyncio.TimeoutError, ConnectionError):
             pass
+        except Exception:  # noqa: BLE001 - a scrape must never take the broker down
+            log.exception("metrics request failed")
         finally:
             writer.close()

@@ -205,6 +205,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._complete(slot, correlation_id, header_version, None)
                 return
             assert type(response) is response_cls, (type(response), response_cls)
+            self.broker.metrics.responded(handler.name, request, response)
             chunks: list = []
             response.encode_into(version, chunks.append)
             self._complete(slot, correlation_id, header_version, chunks)

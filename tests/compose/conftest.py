@@ -1,0 +1,25 @@
+"""The integration-test service of docker-compose.yml: a kafka-python consumer-group suite run
+against the broker named by BOOTSTRAP_SERVERS (host:port[,host:port]); METRICS_URL, when set,
+is the broker's metrics endpoint (http://host:port).
+
+Without BOOTSTRAP_SERVERS there is no broker to test, so nothing here is collected (the main
+suite runs this one through tests/integration/test_operations.py, with a broker it starts).
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+if not os.environ.get("BOOTSTRAP_SERVERS"):
+    collect_ignore_glob = ["test_*.py"]
+
+
+@pytest.fixture(scope="session")
+def bootstrap() -> str:
+    return os.environ["BOOTSTRAP_SERVERS"]
+
+
+@pytest.fixture(scope="session")
+def metrics_url() -> str | None:
+    return os.environ.get("METRICS_URL") or None
