@@ -170,16 +170,17 @@ def read_config_file(path: str) -> dict[str, object]:
 
 
 def read_environment(environ=os.environ) -> dict[str, object]:
-    """KBROKER_X_Y / KAFKA_X_Y -> x.y for every known setting (and a few image aliases)."""
-    by_env = {}
-    for name in SETTINGS:
-        suffix = name.upper().replace(".", "_")
-        by_env["KBROKER_" + suffix] = name
-        by_env["KAFKA_" + suffix] = name
-    by_env.update(ENV_ALIASES)
+    """KBROKER_X_Y / KAFKA_X_Y -> x.y for every known setting (and a few image aliases).
+
+    Kafka-image names come first so that a KBROKER_ name always wins over its KAFKA_ twin.
+    """
     out = {}
-    for key, value in environ.items():
-        name = by_env.get(key)
-        if name is not None:
-            out[name] = value
+    for env_name, name in ENV_ALIASES.items():
+        if env_name in environ:
+            out[name] = environ[env_name]
+    for prefix in ("KAFKA_", "KBROKER_"):
+        for name in SETTINGS:
+            value = environ.get(prefix + name.upper().replace(".", "_"))
+            if value is not None:
+                out[name] = value
     return out

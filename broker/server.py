@@ -43,14 +43,15 @@ class RequestContext:
 class _Slot:
     """One request's place in the connection's response order."""
 
-    __slots__ = ("done", "chunks", "api", "version", "started")
+    __slots__ = ("done", "chunks", "api", "version", "started", "client_id")
 
-    def __init__(self, api, version, started):
+    def __init__(self, api, version, started, client_id=None):
         self.done = False
         self.chunks = None
         self.api = api
         self.version = version
         self.started = started
+        self.client_id = client_id
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -191,7 +192,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close(f"malformed {handler.name} v{version} request: {exc}")
             return
         ctx = RequestContext(header, self.client_host, self.listener)
-        slot = _Slot(handler, version, received)
+        slot = _Slot(handler, version, received, header.client_id)
         self.pending.append(slot)
         self._update_reading()
         correlation_id = header.correlation_id
@@ -210,9 +211,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
             response.encode_into(version, chunks.append)
             self._complete(slot, correlation_id, header_version, chunks)
 
-        if self.broker.debug:
-            log.debug("request", api=handler.name, version=version, correlation_id=correlation_id,
-                      client_id=header.client_id, peer=self.peer)
         try:
             handler.handle(self.broker, ctx, request, respond)
         except Exception:
@@ -227,8 +225,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             chunks.insert(0, response_header(correlation_id, header_version, size))
         slot.chunks = chunks
         slot.done = True
-        self.broker.metrics.request_done(slot.api.name, slot.version,
-                                         time.monotonic() - slot.started)
+        latency = time.monotonic() - slot.started
+        self.broker.metrics.request_done(slot.api.name, slot.version, latency)
+        if self.broker.debug:
+            log.debug("request", api=slot.api.name, version=slot.version,
+                      correlation_id=correlation_id, client_id=slot.client_id, peer=self.peer,
+                      latency_ms=round(latency * 1000, 3))
         if self.closed:
             return
         pending = self.pending

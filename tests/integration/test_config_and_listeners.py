@@ -85,3 +85,28 @@ def test_two_listeners_each_advertise_their_own_address():
             client.close()
     finally:
         assert proc.stop() == 0
+
+
+def test_kbroker_environment_names_win_over_kafka_image_names():
+    env = {"KBROKER_NUM_PARTITIONS": "4", "KAFKA_NUM_PARTITIONS": "8",
+           "KAFKA_NODE_ID": "5"}
+    config = resolve_config(build_parser().parse_args([]), env)
+    assert config["num.partitions"] == 4
+    assert config["node.id"] == 5
+
+
+def test_debug_log_has_one_line_per_request_with_latency():
+    import json
+    proc = BrokerProcess(overrides={"log.level": "debug"})
+    proc.start()
+    try:
+        client = RawClient(proc.port, client_id="latency-probe")
+        client.call(m.MetadataRequest(topics=None), 12)
+        client.close()
+    finally:
+        assert proc.stop() == 0
+    lines = [json.loads(line) for line in proc.logs().splitlines() if line.startswith("{")]
+    requests = [e for e in lines if e.get("event") == "request"
+                and e.get("client_id") == "latency-probe"]
+    assert [(e["api"], e["version"]) for e in requests] == [("Metadata", 12)]
+    assert requests[0]["latency_ms"] >= 0
