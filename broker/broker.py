@@ -107,9 +107,10 @@ class Broker:
     async def stop(self) -> None:
         self.ready = False
         self.server.stop_accepting()
+        # answer what waits (long-poll fetches, joins and syncs) so in-flight requests finish
         self.fetches.complete_all()
-        await self.server.stop()
         self.coordinator.close()
+        await self.server.stop()
         self.timer_driver.stop()
         self.metrics.stop()
         self.topics.close()
