@@ -187,7 +187,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                        f"{header.api_key}; we serve {handler.min_version}-{handler.max_version})")
             return
         try:
-            request = handler.request.decode(frame, version, header.body_offset)
+            # trailing bytes after a valid body are ignored, as Kafka does: librdkafka's
+            # all-topics Metadata request leaves unused bytes of an array-count placeholder
+            request = handler.request.decode(frame, version, header.body_offset, exact=False)
         except DecodeError as exc:
             self.close(f"malformed {handler.name} v{version} request: {exc}")
             return

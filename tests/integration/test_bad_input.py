@@ -153,3 +153,22 @@ def test_large_frame_sent_in_pieces_is_reassembled(broker):
     part = client.call(request, 9).responses[0].partition_responses[0]
     assert (part.error_code, part.base_offset) == (ErrorCode.NONE, 0)
     client.close()
+
+
+def test_trailing_bytes_after_a_valid_body_are_ignored_as_kafka_does(broker):
+    """librdkafka's all-topics Metadata v13 carries 3 unused bytes; Kafka ignores them."""
+    frame_body = bytes.fromhex("0003000d00000003000772646b61666b610000000000010000")
+    sock = socket.create_connection(("127.0.0.1", broker.port), timeout=5)
+    sock.sendall(frame(frame_body))
+    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    body = sock.recv(size, socket.MSG_WAITALL)
+    response = m.MetadataResponse.decode(body, 13, 5)
+    assert response.brokers[0].port == broker.port
+    sock.close()
+
+
+def test_confluent_admin_lists_all_topics(broker):
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topics = admin.list_topics(timeout=10).topics
+    assert "__consumer_offsets" in topics
