@@ -139,7 +139,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                            f"({self.max_frame})")
                 return
             if end - start - 4 >= size:
-                frame = bytes(buf[start + 4:start + 4 + size])
+                frame = bytes(memoryview(buf)[start + 4:start + 4 + size])  # one copy
                 self.read_start = start + 4 + size
                 self.handle_frame(frame)
                 continue
