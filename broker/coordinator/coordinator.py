@@ -232,6 +232,11 @@ class GroupCoordinator:
 
     # ================================================================== SyncGroup
     def sync_group(self, request, api_version: int, context, respond: Callable) -> None:
+        if api_version >= 5 and (request.protocol_type is None or request.protocol_name is None):
+            # from v5 both fields are mandatory; Kafka (KafkaApis) answers a request missing one
+            # with INCONSISTENT_GROUP_PROTOCOL before it looks at the group id or the group
+            make_sync_callback(respond, api_version)(error=E.INCONSISTENT_GROUP_PROTOCOL)
+            return
         if not request.group_id:
             make_sync_callback(respond, api_version)(error=E.INVALID_GROUP_ID)
             return
@@ -437,6 +442,9 @@ class GroupCoordinator:
                     p_cls(partition_index=p, error_code=int(err)) for p, err in parts])
                 for topic, parts in rows]))
 
+        if not request.group_id:
+            answer(E.INVALID_GROUP_ID, [])
+            return
         shard = self.shard_for(request.group_id)
         if shard.loading:
             answer(E.COORDINATOR_LOAD_IN_PROGRESS, [])

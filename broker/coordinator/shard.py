@@ -179,6 +179,11 @@ def java_length(s: str | None) -> int:
     return len(s.encode("utf-16-le", "surrogatepass")) // 2
 
 
+def _protocol_inconsistent(requested: str | None, current: str | None) -> bool:
+    """Kafka's isProtocolInconsistent: both known and different."""
+    return requested is not None and current is not None and requested != current
+
+
 def make_join_callback(respond: Callable, version: int) -> Callable:
     def callback(error=E.NONE, member_id: str = "", generation_id: int = -1,
                  protocol_type: str | None = None, protocol_name: str | None = None,
@@ -931,10 +936,10 @@ class GroupCoordinatorShard:
         if error is None and request.generation_id != group.generation_id:
             error = E.ILLEGAL_GENERATION
         if error is None and version >= 5:
-            if request.protocol_type is not None and request.protocol_type != group.protocol_type:
-                error = E.INCONSISTENT_GROUP_PROTOCOL
-            elif (request.protocol_name is not None
-                  and request.protocol_name != group.protocol_name):
+            # null fields from v5 on were answered by the coordinator already; as Kafka's
+            # isProtocolInconsistent, a group without a type or protocol yet matches anything
+            if _protocol_inconsistent(request.protocol_type, group.protocol_type) or \
+                    _protocol_inconsistent(request.protocol_name, group.protocol_name):
                 error = E.INCONSISTENT_GROUP_PROTOCOL
         if error is not None:
             callback(error=error)
@@ -1024,7 +1029,10 @@ class GroupCoordinatorShard:
         """-> (top-level error, [(member_id, group_instance_id, error)])."""
         group = self.groups.get(group_id)
         if group is None:
-            return E.UNKNOWN_MEMBER_ID, []
+            # Kafka: the group is not found -> every member is UNKNOWN_MEMBER_ID, with the ids
+            # echoed, under a top-level NONE (LeaveGroup v0-2 carry it as the top-level error)
+            return E.NONE, [(member_id, instance_id, E.UNKNOWN_MEMBER_ID)
+                            for member_id, instance_id, _reason in identities]
         if group.state is DEAD:
             return E.COORDINATOR_NOT_AVAILABLE, []
         results = []
@@ -1210,6 +1218,10 @@ class GroupCoordinatorShard:
                            error_message=f"Group {group_id} not found.", group_id=group_id,
                            group_state=DEAD.value)
             return cls(group_id=group_id, group_state=DEAD.value)
+        # Outside Stable, Kafka describes members without metadata but still with the assignment
+        # of the last generation each synced (empty for a member that joined since, and for all
+        # members once a rebalance interrupted CompletingRebalance): ClassicGroupMember's
+        # describeNoMetadata()
         stable = group.state is STABLE
         members = []
         for member in group.members.values():
@@ -1217,7 +1229,7 @@ class GroupCoordinatorShard:
                 member_id=member.member_id, group_instance_id=member.group_instance_id,
                 client_id=member.client_id, client_host=member.client_host,
                 member_metadata=member.metadata(group.protocol_name) if stable else b"",
-                member_assignment=member.assignment if stable else b""))
+                member_assignment=member.assignment))
         return cls(group_id=group_id, group_state=group.state.value,
                    protocol_type=group.protocol_type or "",
                    protocol_data=(group.protocol_name or "") if stable else "",
@@ -1276,7 +1288,12 @@ class GroupCoordinatorShard:
     # ================================================================== OffsetDelete
     def offset_delete(self, group_id: str, topics: list, done: Callable) -> None:
         """``topics``: [(topic, [(partition, error or None)])]. ``done(group_error, topics)`` with
-        topics [(topic, [(partition, error)])] once the tombstones are stored."""
+        topics [(topic, [(partition, error)])] once the tombstones are stored.
+
+        As Kafka 4's OffsetMetadataManager.deleteOffsets: every requested partition of a known
+        topic is answered (NONE even without a committed offset); a tombstone is written only
+        where an offset is committed or a commit is being written. A failed write fails the
+        whole request (group-level error, no partitions)."""
         group = self.groups.get(group_id)
         if group is None or group.state is DEAD:
             done(E.GROUP_ID_NOT_FOUND, [])
@@ -1291,23 +1308,27 @@ class GroupCoordinatorShard:
             subscribed = group.state is not EMPTY and group.is_subscribed_to_topic(topic)
             for partition, error in partitions:
                 if error is not None:
-                    rows.append([partition, error])
+                    rows.append((partition, error))
                 elif subscribed:
-                    rows.append([partition, E.GROUP_SUBSCRIBED_TO_TOPIC])
-                elif (topic, partition) in group.offsets:
-                    rows.append([partition, None])
-                    records.append(rec.offset_commit_tombstone(group_id, topic, partition))
+                    rows.append((partition, E.GROUP_SUBSCRIBED_TO_TOPIC))
+                else:
+                    rows.append((partition, E.NONE))
+                    tp = (topic, partition)
+                    if tp in group.offsets or group.has_pending_offset_commit(tp):
+                        records.append(rec.offset_commit_tombstone(group_id, topic, partition))
             out.append((topic, rows))
         if not records:
-            done(E.NONE, [(t, [(p, e) for p, e in rows]) for t, rows in out])
+            done(E.NONE, out)
             return
 
         def stored(exc) -> None:
-            error = append_error(exc)
-            if exc is None:
-                log.info("offsets deleted", group=group_id, offsets=len(records))
-            done(E.NONE, [(t, [(p, error if e is None else e) for p, e in rows])
-                          for t, rows in out])
+            if exc is not None:
+                error = append_error(exc)
+                log.warning("failed to delete offsets", group=group_id, error=error.name)
+                done(error, [])
+                return
+            log.info("offsets deleted", group=group_id, offsets=len(records))
+            done(E.NONE, out)
 
         self.write(records, stored)
 

@@ -110,6 +110,10 @@ def assignment(**topics) -> bytes:
 
 DEFAULT_PROTOCOLS = (("range", subscription("t")),)
 
+#: Harness.sync's default protocol type and name: the group's, as a client echoes its JoinGroup
+#: response (pass None explicitly to send a null field).
+AS_JOINED = object()
+
 
 class Harness:
     def __init__(self, config: dict | None = None, start: int = 0, known_topics=None) -> None:
@@ -175,8 +179,15 @@ class Harness:
         return first
 
     def sync(self, group, member_id, generation, assignments=None, *, version=5, instance=None,
-             protocol_type=None, protocol_name=None) -> Reply:
+             protocol_type=AS_JOINED, protocol_name=AS_JOINED) -> Reply:
+        """protocol_type/protocol_name default to what a client sends: the values its JoinGroup
+        response named, i.e. the group's current ones ("" when the group has none)."""
         cls = m.SyncGroupRequest.SyncGroupRequestAssignment
+        current = self.coordinator.group(group) if group else None
+        if protocol_type is AS_JOINED:
+            protocol_type = (current.protocol_type if current is not None else None) or ""
+        if protocol_name is AS_JOINED:
+            protocol_name = (current.protocol_name if current is not None else None) or ""
         req = m.SyncGroupRequest(
             group_id=group, generation_id=generation, member_id=member_id,
             group_instance_id=instance, protocol_type=protocol_type, protocol_name=protocol_name,

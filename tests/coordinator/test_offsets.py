@@ -7,8 +7,8 @@ from protocol import messages as m
 from protocol.errors import KafkaError
 
 from broker.coordinator import records as rec
-from tests.coordinator.harness import (E, Ctx, Harness, Reply, commit_errors, committed,
-                                       subscription)
+from tests.coordinator.harness import (E, Ctx, Harness, Reply, assignment, commit_errors,
+                                       committed, subscription)
 from tests.coordinator.test_scenarios import form
 
 MINUTE = 60_000
@@ -203,8 +203,9 @@ def test_describe_groups():
     h.join(member_id=ids[0], client_id="c0")
     preparing, = h.describe("g")
     assert preparing.group_state == "PreparingRebalance" and preparing.protocol_data == ""
-    assert all(mm.member_metadata == b"" and mm.member_assignment == b""
-               for mm in preparing.members)
+    # no metadata outside Stable, but the assignment of the last generation synced stays
+    assert [(mm.member_metadata, mm.member_assignment) for mm in preparing.members] == [
+        (b"", assignment(t=[0])), (b"", assignment(t=[1]))]
     missing_v5, = h.describe("nope", version=5)
     assert (missing_v5.error_code, missing_v5.group_state) == (0, "Dead")
     missing_v6, = h.describe("nope", version=6)
@@ -214,6 +215,33 @@ def test_describe_groups():
     h.coordinator.describe_groups(m.DescribeGroupsRequest(
         groups=["g"], include_authorized_operations=True), 5, Ctx(), reply)
     assert reply.value.groups[0].authorized_operations > 0
+
+
+@pytest.mark.parametrize("version", [0, 5])
+def test_describe_outside_stable_keeps_each_members_last_synced_assignment(version):
+    """Kafka's describeNoMetadata: outside Stable no metadata, but the assignment a member got
+    in the last generation it synced; a member new to this rebalance has none. A rebalance that
+    interrupts CompletingRebalance resets every assignment."""
+    h = Harness()
+    a = h.join_new(client_id="a")
+    assert h.sync("g", a.member_id, 1, {a.member_id: assignment(t=[0, 1, 2])}).error == E.NONE
+    b_id = h.join(client_id="b").member_id
+    b = h.join(member_id=b_id, client_id="b")
+    assert h.state() == "PreparingRebalance" and not b.done
+
+    def seen():
+        group, = h.describe("g", version=version)
+        return group.group_state, group.protocol_data, [
+            (mm.member_id, mm.member_metadata, mm.member_assignment) for mm in group.members]
+
+    kept = [(a.member_id, b"", assignment(t=[0, 1, 2])), (b_id, b"", b"")]
+    assert seen() == ("PreparingRebalance", "", kept)
+    a2 = h.join(member_id=a.member_id, client_id="a")
+    assert (a2.generation_id, b.generation_id) == (2, 2)
+    assert seen() == ("CompletingRebalance", "", kept)
+    # B leaves before anyone synced generation 2: the assignments are reset with the rebalance
+    assert h.leave("g", b_id).error == E.NONE
+    assert seen() == ("PreparingRebalance", "", [(a.member_id, b"", b"")])
 
 
 def test_list_groups_with_filters():
@@ -270,8 +298,8 @@ def test_offset_delete():
     assert reply.value.error_code == 0
     rows = {(t.name, p.partition_index): p.error_code
             for t in reply.value.topics for p in t.partitions}
-    # "other" 2 has no offset: omitted, as Kafka 4 does
-    assert rows == {("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("other", 0): 0,
+    # "other" 2 has no offset: still answered NONE (and no tombstone written), as Kafka 4 does
+    assert rows == {("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("other", 0): 0, ("other", 2): 0,
                     ("gone", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
     assert committed(h.fetch("g", {"other": [0, 1], "t": [0]})) == {
         ("other", 0): -1, ("other", 1): 1, ("t", 0): 1}
@@ -283,6 +311,58 @@ def test_offset_delete():
     h.leave("g", ids[0])
     reply = offset_delete(h, "g", {"t": [0]})
     assert reply.value.topics[0].partitions[0].error_code == 0
+
+
+def test_offset_delete_answers_every_partition_of_a_known_topic():
+    """Kafka 4 answers each requested partition of a known topic NONE, committed or not, and
+    writes tombstones only for the committed ones (and one being committed)."""
+    h = Harness(known_topics={"t": 3})
+    assert set(commit_errors(h.commit("g", {("t", 0): 1, ("t", 1): 2})).values()) == {E.NONE}
+    p = h.coordinator.partition_for("g")
+    before = len(h.log.records(p))
+    reply = offset_delete(h, "g", {"t": [0, 2], "missing": [0]})
+    assert reply.value.error_code == E.NONE
+    assert [(t.name, [(q.partition_index, q.error_code) for q in t.partitions])
+            for t in reply.value.topics] == [("t", [(0, 0), (2, 0)]),
+                                             ("missing", [(0, E.UNKNOWN_TOPIC_OR_PARTITION)])]
+    assert rec.describe(h.log.records(p)[before:]) == [(rec.OffsetKey("g", "t", 0), None)]
+    assert committed(h.fetch("g", None)) == {("t", 1): 2}
+    assert h.state("g") == "Empty"
+    # a group with no offsets at all: every partition NONE, nothing written
+    ids, _ = form(h, 1, group="bare")
+    h.leave("bare", ids[0])
+    writes = h.log.writes
+    reply = offset_delete(h, "bare", {"t": [0, 1]})
+    assert (reply.value.error_code, [(q.partition_index, q.error_code)
+                                     for q in reply.value.topics[0].partitions]) == \
+        (E.NONE, [(0, 0), (1, 0)])
+    assert h.log.writes == writes
+    # an offset still being written gets a tombstone after it, so the delete wins
+    h.log.auto = False
+    pending = h.commit("g", {("t", 2): 7})
+    deleted = offset_delete(h, "g", {"t": [2]})
+    h.log.complete()
+    assert commit_errors(pending) == {("t", 2): E.NONE}
+    assert deleted.value.topics[0].partitions[0].error_code == E.NONE
+    assert committed(h.fetch("g", {"t": [2]})) == {("t", 2): -1}
+    # a failed write fails the whole request: a group-level error and no partitions
+    h.log.auto = True
+    h.log.fail_with = KafkaError(E.NOT_LEADER_OR_FOLLOWER)
+    failed = offset_delete(h, "g", {"t": [1, 2]})
+    assert (failed.value.error_code, failed.value.topics) == (E.NOT_COORDINATOR, [])
+    h.log.fail_with = None
+    assert committed(h.fetch("g", {"t": [1]})) == {("t", 1): 2}
+
+
+def test_offset_delete_with_an_empty_group_id():
+    """Kafka checks the group id before the group (and before its shard's state)."""
+    h = Harness(known_topics={"t": 3})
+    reply = offset_delete(h, "", {"t": [0], "missing": [0]})
+    assert (reply.value.error_code, reply.value.topics) == (E.INVALID_GROUP_ID, [])
+    h.coordinator.begin_loading(h.coordinator.partition_for(""))
+    reply = offset_delete(h, "", {"t": [0]})
+    assert (reply.value.error_code, reply.value.topics) == (E.INVALID_GROUP_ID, [])
+    assert offset_delete(h, "nope", {"t": [0]}).value.error_code == E.GROUP_ID_NOT_FOUND
 
 
 # --------------------------------------------------------------------------- retention

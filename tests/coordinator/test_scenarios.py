@@ -304,6 +304,23 @@ def test_leave_group_batched_and_by_instance_id():
     assert h.state() == "Empty"
 
 
+def test_leave_batch_for_a_group_that_does_not_exist():
+    """Kafka: the group is not found -> top-level NONE and every member UNKNOWN_MEMBER_ID with
+    its ids echoed (v3+); v0-2 carry UNKNOWN_MEMBER_ID at the top level. No group is created."""
+    h = Harness()
+    for version in (3, 4, 5):
+        reply = h.leave("missing", ("x", None), ("y", "inst-y"), ("", "inst-z"), version=version)
+        assert reply.error == E.NONE
+        assert [(mr.member_id, mr.group_instance_id, mr.error_code) for mr in reply.members] == [
+            ("x", None, E.UNKNOWN_MEMBER_ID), ("y", "inst-y", E.UNKNOWN_MEMBER_ID),
+            ("", "inst-z", E.UNKNOWN_MEMBER_ID)]
+    for version in (0, 1, 2):
+        reply = h.leave("missing", "x", version=version)
+        assert reply.error == E.UNKNOWN_MEMBER_ID
+    assert h.group("missing") is None
+    assert h.leave("", ("x", None), version=5).error == E.INVALID_GROUP_ID
+
+
 def test_everyone_leaves_group_becomes_empty_and_is_persisted():
     h = Harness()
     ids, _ = form(h, 2)

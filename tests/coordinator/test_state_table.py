@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.coordinator.harness import E, Harness, assignment, subscription
+from tests.coordinator.test_scenarios import form
 
 
 def build(state: str):
@@ -214,6 +215,30 @@ def test_heartbeat_and_sync_with_empty_group_id():
     assert h.heartbeat("", "m", 1).error == E.INVALID_GROUP_ID
     assert h.sync("", "m", 1).error == E.INVALID_GROUP_ID
     assert h.leave("", "m").error == E.INVALID_GROUP_ID
+
+
+def test_sync_v5_requires_protocol_type_and_name():
+    """From SyncGroup v5 both fields are mandatory: Kafka answers a null one with
+    INCONSISTENT_GROUP_PROTOCOL and an empty assignment before looking at the group id or the
+    group; a value that differs from the group's gets the same. v0-4 have no such fields."""
+    h = Harness()
+    ids, joins = form(h, 1, sync=False)
+    m, gen = ids[0], joins[0].generation_id
+    for ptype, pname in ((None, None), (None, "range"), ("consumer", None),
+                         ("connect", "range"), ("consumer", "roundrobin")):
+        r = h.sync("g", m, gen, {m: b"x"}, protocol_type=ptype, protocol_name=pname)
+        assert (r.error, r.assignment, r.protocol_type, r.protocol_name) == \
+            (E.INCONSISTENT_GROUP_PROTOCOL, b"", None, None), (ptype, pname)
+    assert h.state() == "CompletingRebalance" and h.group().members[m].assignment == b""
+    # checked first: before an empty group id, an unknown group or an unknown member
+    assert h.sync("", m, gen, protocol_name=None).error == E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.sync("nope", "x", 1, protocol_type=None).error == E.INCONSISTENT_GROUP_PROTOCOL
+    r = h.sync("g", m, gen, {m: b"x"}, protocol_type="consumer", protocol_name="range")
+    assert (r.error, r.protocol_type, r.protocol_name, r.assignment) == \
+        (E.NONE, "consumer", "range", b"x")
+    for version in (0, 3, 4):
+        r = h.sync("g", m, gen, version=version, protocol_type=None, protocol_name=None)
+        assert (r.error, r.assignment) == (E.NONE, b"x")
 
 
 def test_state_machine_transitions_are_kafkas():
