@@ -34,13 +34,6 @@ class RequestHeader:
                 f"correlation_id={self.correlation_id}, client_id={self.client_id!r})")
 
 
-def peek_request_header(frame) -> tuple[int, int, int]:
-    """(api_key, api_version, correlation_id) of a frame body, or DecodeError if too short."""
-    if len(frame) < 8:
-        raise DecodeError(f"request header truncated: {len(frame)} bytes")
-    return struct.unpack_from(">hhi", frame, 0)
-
-
 def _header_v2_versions() -> dict:
     """api key -> the versions whose request header is v2 (flexible and within our range)."""
     return {key: range(api.first_flexible, api.max_version + 1) for key, api in APIS.items()}

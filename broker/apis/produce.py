@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from protocol.errors import ErrorCode
 from protocol.messages import ProduceResponse
-from protocol.records import CorruptRecordError, iter_batches
+from protocol.records import CorruptRecordError
+
+from ..log import InvalidRecordError, validate_batches
 
 NAME = "Produce"
 VERSIONS = (3, 12)  # Kafka 4 removed v0-2 (magic 0/1 message sets)
@@ -30,24 +32,24 @@ def append_partition(broker, topic, index: int, records, now: int) -> PartitionR
                       f"Cannot append to internal topic {topic.name}")
     if records is None or len(records) == 0:
         return _error(index, ErrorCode.INVALID_RECORD, "no record batches")
-    topics = broker.topics
-    max_size = int(topics.config_value(topic, "max.message.bytes"))
     try:
-        batches = list(iter_batches(records))
+        batches = validate_batches(records)
+    except InvalidRecordError as exc:
+        return _error(index, ErrorCode.INVALID_RECORD, str(exc))
     except CorruptRecordError as exc:
         return _error(index, ErrorCode.CORRUPT_MESSAGE, str(exc))
+    topics = broker.topics
+    max_size = int(topics.config_value(topic, "max.message.bytes"))
     log = partition.log
     producers = partition.producers
     for batch in batches:
+        if batch.base_offset != 0:
+            return _error(index, ErrorCode.INVALID_RECORD,
+                          f"The baseOffset of the record batch in the append to "
+                          f"{topic.name}-{index} should be 0, but it is {batch.base_offset}")
         if batch.size > max_size:
             return _error(index, ErrorCode.MESSAGE_TOO_LARGE,
                           f"batch of {batch.size} bytes exceeds max.message.bytes {max_size}")
-        if not batch.is_valid():
-            return _error(index, ErrorCode.CORRUPT_MESSAGE, "record batch CRC mismatch")
-        if batch.record_count <= 0 or batch.last_offset_delta != batch.record_count - 1:
-            return _error(index, ErrorCode.INVALID_RECORD,
-                          f"record count {batch.record_count} does not match last offset delta "
-                          f"{batch.last_offset_delta}")
         if batch.is_transactional:
             return _error(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                           "transactions are not supported by this broker")

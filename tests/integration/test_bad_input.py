@@ -172,3 +172,39 @@ def test_confluent_admin_lists_all_topics(broker):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     topics = admin.list_topics(timeout=10).topics
     assert "__consumer_offsets" in topics
+
+
+@pytest.mark.parametrize("damage,error", [
+    ("flip a byte", ErrorCode.CORRUPT_MESSAGE),
+    ("truncate", ErrorCode.CORRUPT_MESSAGE),
+    ("nonzero base offset", ErrorCode.INVALID_RECORD),
+    ("count mismatch", ErrorCode.INVALID_RECORD),
+])
+def test_bad_record_batches_get_kafkas_partition_error(broker, damage, error):
+    from protocol.records import SimpleRecord, build_batch
+    client = RawClient(broker.port)
+    topic = "bad-batches"
+    client.call(m.CreateTopicsRequest(topics=[m.CreateTopicsRequest.CreatableTopic(
+        name=topic, num_partitions=1, replication_factor=1)], timeout_ms=1000), 7)
+    batch = bytearray(build_batch([SimpleRecord(b"k", b"v" * 50) for _ in range(3)]))
+    if damage == "flip a byte":
+        batch[-5] ^= 0xFF
+    elif damage == "truncate":
+        batch = batch[:-10]
+    elif damage == "nonzero base offset":
+        batch[0:8] = struct.pack(">q", 7)  # not covered by the CRC
+    else:
+        batch[57:61] = struct.pack(">i", 2)  # record count; recompute the CRC
+        from crc32c import crc32c
+        batch[17:21] = struct.pack(">I", crc32c(bytes(batch[21:])))
+    P = m.ProduceRequest
+    request = P(acks=-1, timeout_ms=1000, topic_data=[P.TopicProduceData(
+        name=topic, partition_data=[P.PartitionProduceData(index=0, records=bytes(batch))])])
+    part = client.call(request, 9).responses[0].partition_responses[0]
+    assert part.error_code == error
+    # nothing was appended
+    L = m.ListOffsetsRequest
+    offsets = client.call(L(replica_id=-1, topics=[L.ListOffsetsTopic(name=topic, partitions=[
+        L.ListOffsetsPartition(partition_index=0, timestamp=-1)])]), 7)
+    assert offsets.topics[0].partitions[0].offset == 0
+    client.close()

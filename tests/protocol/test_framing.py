@@ -9,7 +9,7 @@ import pytest
 
 from protocol import framing
 from protocol.framing import (
-    SIZE, encode_request, peek_request_header, read_request_header, read_response_header,
+    SIZE, encode_request, read_request_header, read_response_header,
     response_header)
 from protocol.messages import (
     APIS, ApiVersionsResponse, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
@@ -157,12 +157,6 @@ def test_request_header_matches_the_schema_codec_and_kio():
     kio_v1, size = entity_reader(KioRequestHeaderV1)(frame1, 0)
     assert size == len(frame1) and kio_v1.client_id is None
     assert RequestHeader.decode(frame1, 1).client_id is None
-
-
-def test_peek_request_header():
-    assert peek_request_header(header_bytes(12, 4, 7, "cli", b"\x00")) == (12, 4, 7)
-    with pytest.raises(DecodeError):
-        peek_request_header(b"\x00\x0c\x00\x04\x00\x00\x00")
 
 
 # ------------------------------------------------------------------------------ encode_request
