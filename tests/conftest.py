@@ -13,3 +13,10 @@ def broker():
     proc.start()
     yield proc
     proc.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_broker_outlives_the_session():
+    """A test that fails before stopping its broker must not leave the process running."""
+    yield
+    BrokerProcess.kill_leftovers()

@@ -24,7 +24,12 @@ def unique(prefix: str) -> str:
 
 
 class BrokerProcess:
-    """``python -m broker`` as a child process, with JSON logs captured to a file."""
+    """``python -m broker`` as a child process, with JSON logs captured to a file.
+
+    Every started process is remembered so the session can kill any a failed test left running.
+    """
+
+    started: list["BrokerProcess"] = []
 
     def __init__(self, data_dir: str | None = None, overrides: dict | None = None,
                  env: dict | None = None, port: int | None = None) -> None:
@@ -57,6 +62,7 @@ class BrokerProcess:
         env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
         self.proc = subprocess.Popen(self.command(), cwd=ROOT, env=env, stdout=self.log_file,
                                      stderr=subprocess.STDOUT)
+        BrokerProcess.started.append(self)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -83,6 +89,14 @@ class BrokerProcess:
 
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
+
+    @classmethod
+    def kill_leftovers(cls) -> None:
+        for broker in cls.started:
+            if broker.proc is not None and broker.proc.poll() is None:
+                broker.proc.kill()
+                broker.proc.wait()
+        cls.started.clear()
 
 
 def api_versions_ok(port: int) -> bool:

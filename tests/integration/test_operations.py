@@ -514,6 +514,7 @@ def test_ready_is_503_until_offsets_are_loaded_then_200(tmp_path):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc.proc = subprocess.Popen(proc.command(), cwd=ROOT, env=env, stdout=proc.log_file,
                                  stderr=subprocess.STDOUT)
+    BrokerProcess.started.append(proc)  # killed at session end if this test fails early
     statuses: list[tuple[int, str]] = []
     logs_at_first_200 = None
     try:
