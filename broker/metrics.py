@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from bisect import bisect_left
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from protocol.errors import ErrorCode
@@ -207,15 +212,64 @@ class BrokerStateCollector:
         yield from (end, start, size, committed, lag)
 
 
+class TrafficCollector:
+    """Per-request counters kept as plain ints and lists (a heartbeat costs a few dict
+    operations, not several prometheus-client calls) and exported at scrape time."""
+
+    def __init__(self) -> None:
+        self.requests: dict[tuple[str, int], int] = {}
+        self.latency: dict[str, list] = {}  # api -> [bucket counts..., +Inf count]
+        self.latency_sum: dict[str, float] = {}
+        self.received = 0
+        self.sent = 0
+
+    def request_done(self, api: str, version: int, seconds: float) -> None:
+        key = (api, version)
+        requests = self.requests
+        requests[key] = requests.get(key, 0) + 1
+        buckets = self.latency.get(api)
+        if buckets is None:
+            buckets = self.latency[api] = [0] * (len(LATENCY_BUCKETS) + 1)
+            self.latency_sum[api] = 0.0
+        buckets[bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        self.latency_sum[api] += seconds
+
+    def bytes_in(self, n: int) -> None:
+        self.received += n
+
+    def bytes_out(self, n: int) -> None:
+        self.sent += n
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        requests = CounterMetricFamily("kafka_requests", "Requests handled, by API and version.",
+                                       labels=["api", "version"])
+        for (api, version), n in sorted(self.requests.items()):
+            requests.add_metric([api, str(version)], n)
+        yield requests
+        latency = HistogramMetricFamily(
+            "kafka_request_latency_seconds",
+            "Time from request received to response ready, by API.", labels=["api"])
+        bounds = [str(float(b)) for b in LATENCY_BUCKETS] + ["+Inf"]
+        for api, counts in sorted(self.latency.items()):
+            cumulative, running = [], 0
+            for bound, n in zip(bounds, counts):
+                running += n
+                cumulative.append((bound, running))
+            latency.add_metric([api], cumulative, sum_value=self.latency_sum[api])
+        yield latency
+        yield CounterMetricFamily("kafka_network_received_bytes", "Bytes received from clients.",
+                                  value=self.received)
+        yield CounterMetricFamily("kafka_network_sent_bytes", "Bytes sent to clients.",
+                                  value=self.sent)
+
+
 class Metrics:
     def __init__(self, broker) -> None:
         self.broker = broker
         self.registry = r = CollectorRegistry()
-        self.requests = Counter("kafka_requests_total", "Requests handled, by API and version.",
-                                ["api", "version"], registry=r)
-        self.latency = Histogram("kafka_request_latency_seconds",
-                                 "Time from request received to response ready, by API.",
-                                 ["api"], buckets=LATENCY_BUCKETS, registry=r)
         self.errors = Counter("kafka_errors_total",
                               "Error codes returned (top level and per topic/partition), by API "
                               "and error.", ["api", "error_code", "error"], registry=r)
@@ -223,10 +277,6 @@ class Metrics:
         self.rejected = Counter("kafka_connections_rejected_total",
                                 "Connections closed for bad input or limits, by reason.",
                                 ["reason"], registry=r)
-        self.bytes_in_total = Counter("kafka_network_received_bytes_total",
-                                      "Bytes received from clients.", registry=r)
-        self.bytes_out_total = Counter("kafka_network_sent_bytes_total",
-                                       "Bytes sent to clients.", registry=r)
         self.produced_records = Counter("kafka_produced_records_total",
                                         "Records appended by Produce, by topic.", ["topic"],
                                         registry=r)
@@ -241,8 +291,11 @@ class Metrics:
             "Time from a rebalance's start (PreparingRebalance) until its group is Stable "
             "(assignment stored), once per generation.", buckets=REBALANCE_BUCKETS, registry=r)
         r.register(BrokerStateCollector(broker))
-        self._latency_children: dict = {}
-        self._request_children: dict = {}
+        self.traffic = TrafficCollector()
+        r.register(self.traffic)
+        self.request_done = self.traffic.request_done
+        self.bytes_in = self.traffic.bytes_in
+        self.bytes_out = self.traffic.bytes_out
         self._error_children: dict = {}
         self._error_paths: dict = {}
         self._stable_generation: dict[str, int] = {}
@@ -250,17 +303,6 @@ class Metrics:
         self.bound = None
 
     # -- hot-path hooks (cheap: cached label children)
-
-    def request_done(self, api: str, version: int, seconds: float) -> None:
-        key = (api, version)
-        child = self._request_children.get(key)
-        if child is None:
-            child = self._request_children[key] = self.requests.labels(api, str(version))
-        child.inc()
-        lat = self._latency_children.get(api)
-        if lat is None:
-            lat = self._latency_children[api] = self.latency.labels(api)
-        lat.observe(seconds)
 
     def error(self, api: str, error_code: int, n: int = 1) -> None:
         key = (api, error_code)
@@ -309,12 +351,6 @@ class Metrics:
 
     def connection_rejected(self, reason: str) -> None:
         self.rejected.labels(reason).inc()
-
-    def bytes_in(self, n: int) -> None:
-        self.bytes_in_total.inc(n)
-
-    def bytes_out(self, n: int) -> None:
-        self.bytes_out_total.inc(n)
 
     def produced(self, topic: str, records: int) -> None:
         self.produced_records.labels(topic).inc(records)

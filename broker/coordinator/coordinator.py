@@ -49,6 +49,7 @@ E = ErrorCode
 #: ALTER_CONFIGS(11).
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+_PARTITION_CACHE_SIZE = 100_000
 
 
 @dataclass
@@ -119,6 +120,7 @@ class GroupCoordinator:
         self.heartbeat_purgatory = DelayedOperationPurgatory("Heartbeat", self.timer)
         self.rebalance_purgatory = DelayedOperationPurgatory("Rebalance", self.timer)
         self.num_partitions = self.config.offsets_topic_num_partitions
+        self._partitions: dict[str, int] = {}  # group id -> shard: hashing is per request
         self.shards = [
             GroupCoordinatorShard(p, self.config, self.clock, self.timer,
                                   self.heartbeat_purgatory, self.rebalance_purgatory,
@@ -133,7 +135,12 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ routing, loading
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions)
+        partition = self._partitions.get(group_id)
+        if partition is None:
+            if len(self._partitions) >= _PARTITION_CACHE_SIZE:
+                self._partitions.clear()
+            partition = self._partitions[group_id] = partition_for(group_id, self.num_partitions)
+        return partition
 
     def shard_for(self, group_id: str) -> GroupCoordinatorShard:
         return self.shards[self.partition_for(group_id)]
