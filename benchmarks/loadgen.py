@@ -1,0 +1,778 @@
+"""A protocol-level load generator for the group coordinator: simulated members over real sockets.
+
+No client library: requests are encoded with ``protocol.messages`` and sent over asyncio streams,
+pipelined, with many simulated members sharing one connection (real clients open one coordinator
+connection per member; sharing keeps the load generator cheap enough to saturate the broker on a
+small machine). Responses are matched to requests by correlation id, so a broker that answers out
+of order (librdkafka's mock cluster answers a delayed JoinGroup late) works as well as one that
+answers in order.
+
+Pieces:
+
+* ``Connection``: one socket; ``call(request, version)`` awaits the decoded response;
+  ``flood_*`` keeps a window of pre-encoded Heartbeats in flight and counts answers.
+* ``Member``: one simulated consumer (member id, generation, its connection).
+* ``join_and_sync``: the classic JoinGroup (MEMBER_ID_REQUIRED, rejoin) -> SyncGroup dance, with
+  the leader assigning one partition per member; retries on the errors clients retry on.
+* ``form_groups``: many groups at once; ``IdleHeartbeats``: every member heartbeats at its
+  normal interval; ``heartbeat_flood``: Heartbeats as fast as the pipeline allows.
+
+Every wait has a deadline.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import pathlib
+import random
+import struct
+import sys
+import time
+from dataclasses import dataclass, field
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from protocol.framing import encode_request  # noqa: E402
+from protocol.messages import (  # noqa: E402
+    APIS, ApiVersionsRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+    SyncGroupRequest, SyncGroupResponse)
+
+NONE = 0
+ILLEGAL_GENERATION = 22
+UNKNOWN_MEMBER_ID = 25
+REBALANCE_IN_PROGRESS = 27
+NOT_COORDINATOR = 16
+COORDINATOR_NOT_AVAILABLE = 15
+COORDINATOR_LOAD_IN_PROGRESS = 14
+MEMBER_ID_REQUIRED = 79
+INVALID_REQUEST = 42
+RETRIABLE = {REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, NOT_COORDINATOR,
+             COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS}
+
+API_JOIN_GROUP, API_HEARTBEAT, API_LEAVE_GROUP, API_SYNC_GROUP, API_VERSIONS = 11, 12, 13, 14, 18
+# Versions we would like to speak; lowered to what the broker advertises.
+WANTED = {API_JOIN_GROUP: 9, API_SYNC_GROUP: 5, API_HEARTBEAT: 4, API_LEAVE_GROUP: 5}
+
+_SIZE = struct.Struct(">i")
+_HEAD = struct.Struct(">ihh")  # size, api key, api version: the bytes before the correlation id
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+TOPIC = "bench-topic"
+
+
+def subscription_metadata(topics: list[str]) -> bytes:
+    """ConsumerProtocolSubscription v0: version, topics, null user data."""
+    out = [_I16.pack(0), _I32.pack(len(topics))]
+    for t in topics:
+        raw = t.encode()
+        out += [_I16.pack(len(raw)), raw]
+    out.append(_I32.pack(-1))
+    return b"".join(out)
+
+
+def assignment_bytes(topic: str, partitions: list[int]) -> bytes:
+    """ConsumerProtocolAssignment v0: version, [(topic, [partition])], null user data."""
+    raw = topic.encode()
+    return b"".join([_I16.pack(0), _I32.pack(1), _I16.pack(len(raw)), raw,
+                     _I32.pack(len(partitions)), *(_I32.pack(p) for p in partitions),
+                     _I32.pack(-1)])
+
+
+METADATA = subscription_metadata([TOPIC])
+
+
+class BrokerError(Exception):
+    pass
+
+
+class Connection:
+    """One pipelined connection shared by many simulated members."""
+
+    def __init__(self, host: str, port: int, client_id: str = "bench") -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.pending: dict[int, object] = {}
+        self.next_correlation = 1
+        self.read_task: asyncio.Task | None = None
+        self.closed_error: BaseException | None = None
+        # heartbeat flood state
+        self.flood_frames: list[tuple[bytes, bytes]] = []
+        self.flood_index = 0
+        self.flood_on = False
+        self.flood_ok = 0
+        self.flood_errors: dict[int, int] = {}
+        self.flood_error_offset = 0
+        self.flood_in_flight = 0
+
+    async def open(self, timeout: float = 10.0) -> "Connection":
+        self.reader, self.writer = await asyncio.wait_for(
+            asyncio.open_connection(self.host, self.port, limit=1 << 20), timeout)
+        self.read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        return self
+
+    def _correlation(self) -> int:
+        c = self.next_correlation
+        self.next_correlation = c + 1 if c < 0x7FFFFFFF else 1
+        return c
+
+    def call_nowait(self, request, version: int) -> asyncio.Future:
+        """Send now; the future resolves to the decoded response (or raises)."""
+        if self.closed_error is not None:
+            raise ConnectionError(f"connection closed: {self.closed_error!r}")
+        api = APIS[type(request).api_key]
+        corr = self._correlation()
+        fut = asyncio.get_running_loop().create_future()
+        self.pending[corr] = (fut, api, version)
+        self.writer.write(encode_request(api.key, version, corr, self.client_id, request))
+        return fut
+
+    async def call(self, request, version: int, timeout: float = 60.0):
+        return await asyncio.wait_for(self.call_nowait(request, version), timeout)
+
+    async def _read_loop(self) -> None:
+        buf = bytearray()
+        reader = self.reader
+        pending = self.pending
+        unpack_i32 = _I32.unpack_from
+        try:
+            while True:
+                data = await reader.read(1 << 18)
+                if not data:
+                    raise ConnectionError("closed by the broker")
+                buf += data
+                pos = 0
+                end = len(buf)
+                flood_answers = 0
+                while end - pos >= 4:
+                    (size,) = unpack_i32(buf, pos)
+                    if end - pos - 4 < size:
+                        break
+                    start = pos + 4
+                    (corr,) = unpack_i32(buf, start)
+                    entry = pending.pop(corr, None)
+                    if entry is None:
+                        pass  # an answer to something we gave up on
+                    elif entry is True:  # a flood Heartbeat
+                        (code,) = _I16.unpack_from(buf, start + self.flood_error_offset)
+                        if code == 0:
+                            self.flood_ok += 1
+                        else:
+                            self.flood_errors[code] = self.flood_errors.get(code, 0) + 1
+                        flood_answers += 1
+                    else:
+                        fut, api, version = entry
+                        if not fut.done():
+                            frame = bytes(buf[start:start + size])
+                            hv = api.response_header_version(version)
+                            off = 4 if hv == 0 else 5
+                            try:
+                                fut.set_result(api.response.decode(frame, version, off))
+                            except Exception as exc:  # noqa: BLE001 - handed to the caller
+                                lenient = _lenient_sync_group(api.key, frame, version, off)
+                                if lenient is not None:
+                                    fut.set_result(lenient)
+                                else:
+                                    fut.set_exception(exc)
+                    pos = start + size
+                if pos:
+                    del buf[:pos]
+                if flood_answers:
+                    self.flood_in_flight -= flood_answers
+                    if self.flood_on:
+                        self._flood_send(flood_answers)
+        except (ConnectionError, OSError, asyncio.IncompleteReadError) as exc:
+            self._fail(exc)
+        except asyncio.CancelledError:
+            self._fail(ConnectionError("closed"))
+            raise
+
+    def _fail(self, exc: BaseException) -> None:
+        self.closed_error = exc
+        self.flood_on = False
+        for entry in self.pending.values():
+            if entry is not True and not entry[0].done():
+                entry[0].set_exception(ConnectionError(f"connection lost: {exc!r}"))
+        self.pending.clear()
+
+    # ----------------------------------------------------------------------- heartbeat flood
+
+    def flood_prepare(self, members: list["Member"], version: int) -> None:
+        """Pre-encode one Heartbeat per member; only the correlation id changes per send."""
+        frames = []
+        for m in members:
+            full = encode_request(API_HEARTBEAT, version, 0, self.client_id,
+                                  HeartbeatRequest(group_id=m.group_id,
+                                                   generation_id=m.generation,
+                                                   member_id=m.member_id))
+            frames.append((full[:8], full[12:]))
+        self.flood_frames = frames
+        self.flood_index = 0
+        api = APIS[API_HEARTBEAT]
+        header = 4 if api.response_header_version(version) == 0 else 5
+        self.flood_error_offset = header + (4 if version >= 1 else 0)
+
+    def flood_start(self, window: int) -> None:
+        self.flood_on = True
+        self._flood_send(window)
+
+    def _flood_send(self, n: int) -> None:
+        if not self.flood_frames or self.closed_error is not None:
+            return
+        frames = self.flood_frames
+        count = len(frames)
+        i = self.flood_index
+        pending = self.pending
+        out = []
+        for _ in range(n):
+            corr = self.next_correlation
+            self.next_correlation = corr + 1 if corr < 0x7FFFFFFF else 1
+            head, tail = frames[i]
+            out.append(head)
+            out.append(_I32.pack(corr))
+            out.append(tail)
+            pending[corr] = True
+            i += 1
+            if i == count:
+                i = 0
+        self.flood_index = i
+        self.flood_in_flight += n
+        self.writer.write(b"".join(out))
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            try:
+                await asyncio.wait_for(self.writer.wait_closed(), 2)
+            except (OSError, asyncio.TimeoutError, ConnectionError):
+                pass
+        if self.read_task is not None:
+            self.read_task.cancel()
+            try:
+                await self.read_task
+            except (asyncio.CancelledError, ConnectionError, OSError):
+                pass
+
+
+def _lenient_sync_group(api_key: int, frame: bytes, version: int, off: int):
+    """A SyncGroup answer (non-flexible versions) whose assignment is null, which Kafka never
+    sends (the field is not nullable) but librdkafka's mock cluster does: read it as empty."""
+    if api_key != API_SYNC_GROUP or version >= 4:
+        return None
+    try:
+        pos = off
+        throttle = 0
+        if version >= 1:
+            (throttle,) = _I32.unpack_from(frame, pos)
+            pos += 4
+        (code,) = _I16.unpack_from(frame, pos)
+        (size,) = _I32.unpack_from(frame, pos + 2)
+        assignment = b"" if size < 0 else bytes(frame[pos + 6:pos + 6 + size])
+    except struct.error:
+        return None
+    return SyncGroupResponse(throttle_time_ms=throttle, error_code=code, assignment=assignment)
+
+
+async def negotiate(host: str, port: int, caps: dict[int, int] | None = None) -> dict[int, int]:
+    """api key -> version to use: the highest of ours (WANTED, lowered by `caps`) that the
+    broker advertises."""
+    conn = await Connection(host, port, "bench-versions").open()
+    try:
+        resp = await conn.call(ApiVersionsRequest(), 0, timeout=10)
+    finally:
+        await conn.close()
+    if resp.error_code:
+        raise BrokerError(f"ApiVersions error {resp.error_code}")
+    ranges = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
+    versions = {}
+    for key, wanted in WANTED.items():
+        if key not in ranges:
+            raise BrokerError(f"broker does not advertise api key {key}")
+        low, high = ranges[key]
+        version = min(wanted, high, APIS[key].max_version, (caps or {}).get(key, wanted))
+        if version < low:
+            raise BrokerError(f"no common version of api key {key}: broker {low}-{high}")
+        versions[key] = version
+    return versions
+
+
+@dataclass(eq=False)
+class Member:
+    conn: Connection
+    group_id: str
+    index: int
+    member_id: str = ""
+    generation: int = -1
+    leader: bool = False
+    assignment: bytes = b""
+    joins: int = 0
+    errors: dict = field(default_factory=dict)
+
+
+@dataclass
+class JoinStats:
+    """Times (time.perf_counter) across one formation of one or many groups."""
+    first_join_sent: float = 0.0
+    last_join_sent: float = 0.0           # the last JoinGroup of any kind
+    last_join_with_id_sent: float = 0.0   # the last JoinGroup carrying a member id
+    join_round_sent: float = 0.0          # when the last member sent its first JoinGroup that
+    #                                       was not answered MEMBER_ID_REQUIRED
+    last_sync_received: float = 0.0
+    member_id_required: int = 0
+    joins: int = 0
+    syncs: int = 0
+    generations: list = field(default_factory=list)
+    complete_groups: set = field(default_factory=set)
+    errors: dict = field(default_factory=dict)
+
+    def note_error(self, api: str, code: int) -> None:
+        key = f"{api}:{code}"
+        self.errors[key] = self.errors.get(key, 0) + 1
+
+
+class Gate:
+    """Members that got MEMBER_ID_REQUIRED wait here until every member has its id (or
+    `timeout`), so the rejoins go out together, like a fleet of consumers starting at once."""
+
+    def __init__(self, expected: int, timeout: float) -> None:
+        self.expected = expected
+        self.seen = 0
+        self.event = asyncio.Event()
+        self.timeout = timeout
+
+    def arrive(self) -> None:
+        self.seen += 1
+        if self.seen >= self.expected:
+            self.event.set()
+
+    async def wait(self) -> None:
+        try:
+            await asyncio.wait_for(self.event.wait(), self.timeout)
+        except asyncio.TimeoutError:
+            self.event.set()
+
+
+class GroupProgress:
+    """Which members of one group hold a SyncGroup answer, and for which generation. The group
+    is complete (stable with every member) once all of them hold one for the same generation."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.synced: dict[int, int] = {}
+        self.done = asyncio.Event()
+        self.completed_at = 0.0
+        self.generation = -1
+        self.follower_syncs: dict[int, int] = {}
+        self.leader_waiter: tuple | None = None
+
+    def synced_at(self, member: Member, now: float) -> None:
+        self.synced[member.index] = member.generation
+        if len(self.synced) == self.size and len(set(self.synced.values())) == 1:
+            self.completed_at = now
+            self.generation = member.generation
+            self.done.set()
+
+    def lost(self, member: Member) -> None:
+        self.synced.pop(member.index, None)
+
+    def follower_sync_sent(self, generation: int) -> None:
+        self.follower_syncs[generation] = self.follower_syncs.get(generation, 0) + 1
+        waiter = self.leader_waiter
+        if waiter is not None and waiter[0] == generation and \
+                self.follower_syncs[generation] >= waiter[1]:
+            waiter[2].set()
+
+    async def followers_sent(self, generation: int, followers: int, timeout: float) -> None:
+        """Until `followers` members have sent SyncGroup for `generation` (or `timeout`)."""
+        if self.follower_syncs.get(generation, 0) >= followers:
+            return
+        event = asyncio.Event()
+        self.leader_waiter = (generation, followers, event)
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            self.leader_waiter = None
+
+
+async def join_and_sync(member: Member, versions: dict[int, int], stats: JoinStats,
+                        gate: Gate | None, progress: GroupProgress, deadline: float,
+                        session_timeout_ms: int, rebalance_timeout_ms: int,
+                        group_members_hint: int, heartbeat_s: float) -> None:
+    """JoinGroup (MEMBER_ID_REQUIRED -> rejoin) then SyncGroup, then Heartbeat every
+    `heartbeat_s` until every member of the group is stable in one generation; rejoins on
+    REBALANCE_IN_PROGRESS, as a consumer does. Raises asyncio.TimeoutError past `deadline`
+    (time.perf_counter)."""
+    hv = versions[API_HEARTBEAT]
+    while True:
+        await _join_then_sync(member, versions, stats, gate, progress, deadline,
+                              session_timeout_ms, rebalance_timeout_ms, group_members_hint)
+        gate = None
+        progress.synced_at(member, time.perf_counter())
+        wait = heartbeat_s * random.random()  # spread the first Heartbeats over the interval
+        rejoin = False
+        while not progress.done.is_set():
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                raise asyncio.TimeoutError(f"group {member.group_id} not complete")
+            try:
+                await asyncio.wait_for(progress.done.wait(), min(wait, left))
+                return
+            except asyncio.TimeoutError:
+                pass
+            wait = heartbeat_s
+            resp = await asyncio.wait_for(member.conn.call_nowait(HeartbeatRequest(
+                group_id=member.group_id, generation_id=member.generation,
+                member_id=member.member_id), hv), max(0.001, deadline - time.perf_counter()))
+            code = resp.error_code
+            if code == NONE:
+                continue
+            stats.note_error("heartbeat", code)
+            if code in (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID):
+                if code == UNKNOWN_MEMBER_ID:
+                    member.member_id = ""
+                rejoin = True
+                break
+            if code not in RETRIABLE:
+                raise BrokerError(f"Heartbeat error {code}")
+        if not rejoin:
+            return
+        progress.lost(member)
+
+
+async def _join_then_sync(member: Member, versions: dict[int, int], stats: JoinStats,
+                          gate: Gate | None, progress: GroupProgress, deadline: float,
+                          session_timeout_ms: int,
+                          rebalance_timeout_ms: int, group_members_hint: int) -> None:
+    jv = versions[API_JOIN_GROUP]
+    sv = versions[API_SYNC_GROUP]
+    conn = member.conn
+    first = gate is not None
+    in_round = False
+    while True:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            raise asyncio.TimeoutError(f"member {member.index} of {member.group_id} not stable")
+        req = JoinGroupRequest(group_id=member.group_id, session_timeout_ms=session_timeout_ms,
+                               rebalance_timeout_ms=rebalance_timeout_ms,
+                               member_id=member.member_id, group_instance_id=None,
+                               protocol_type="consumer",
+                               protocols=[JoinGroupRequest.JoinGroupRequestProtocol(
+                                   name="range", metadata=METADATA)],
+                               reason=None)
+        fut = conn.call_nowait(req, jv)
+        now = time.perf_counter()
+        if not stats.first_join_sent:
+            stats.first_join_sent = now
+        stats.last_join_sent = now
+        if member.member_id:
+            stats.last_join_with_id_sent = now
+        stats.joins += 1
+        member.joins += 1
+        resp = await asyncio.wait_for(fut, left)
+        if first:
+            gate.arrive()
+        code = resp.error_code
+        if code != MEMBER_ID_REQUIRED and not in_round:
+            # this member's part of the join round: its first JoinGroup the broker took
+            in_round = True
+            if now > stats.join_round_sent:
+                stats.join_round_sent = now
+        if code == MEMBER_ID_REQUIRED:
+            stats.member_id_required += 1
+            member.member_id = resp.member_id
+            if first:
+                first = False
+                await gate.wait()
+            continue
+        first = False
+        if code == UNKNOWN_MEMBER_ID:
+            stats.note_error("join", code)
+            member.member_id = ""
+            continue
+        if code != NONE:
+            stats.note_error("join", code)
+            if code not in RETRIABLE:
+                raise BrokerError(f"JoinGroup error {code}")
+            await asyncio.sleep(0.05)
+            continue
+        member.member_id = resp.member_id
+        member.generation = resp.generation_id
+        member.leader = resp.leader == resp.member_id
+        assignments = []
+        if member.leader:
+            ids = [m.member_id for m in resp.members]
+            per = [[] for _ in ids]
+            for p in range(max(len(ids), group_members_hint)):
+                per[p % len(ids)].append(p)
+            assignments = [SyncGroupRequest.SyncGroupRequestAssignment(
+                member_id=mid, assignment=assignment_bytes(TOPIC, parts))
+                for mid, parts in zip(ids, per)]
+        sreq = SyncGroupRequest(group_id=member.group_id, generation_id=member.generation,
+                                member_id=member.member_id, group_instance_id=None,
+                                protocol_type="consumer", protocol_name=resp.protocol_name,
+                                assignments=assignments)
+        if member.leader:
+            # The leader syncs after its followers, as a leader busy computing the assignment
+            # does. librdkafka's mock cluster needs this order: it answers a follower's
+            # SyncGroup that comes after the leader's with INVALID_REQUEST.
+            await progress.followers_sent(member.generation, len(resp.members) - 1,
+                                          min(1.0, max(0.0, deadline - time.perf_counter())))
+            fut = conn.call_nowait(sreq, sv)
+        else:
+            fut = conn.call_nowait(sreq, sv)
+            progress.follower_sync_sent(member.generation)
+        left = deadline - time.perf_counter()
+        sresp = await asyncio.wait_for(fut, max(left, 0.001))
+        stats.syncs += 1
+        if sresp.error_code == NONE:
+            member.assignment = sresp.assignment
+            return
+        stats.note_error("sync", sresp.error_code)
+        if sresp.error_code == UNKNOWN_MEMBER_ID:
+            member.member_id = ""
+        elif sresp.error_code not in RETRIABLE and sresp.error_code != INVALID_REQUEST:
+            # (the mock cluster answers INVALID_REQUEST to a SyncGroup in a state it did not
+            # expect; librdkafka's consumer rejoins on it, and so do we)
+            raise BrokerError(f"SyncGroup error {sresp.error_code}")
+
+
+async def open_connections(host: str, port: int, count: int, prefix: str) -> list[Connection]:
+    conns = []
+    for start in range(0, count, 50):  # a few at a time: do not flood the accept queue
+        batch = [Connection(host, port, f"{prefix}-{i}") for i in range(start, min(count,
+                                                                                  start + 50))]
+        await asyncio.gather(*(c.open() for c in batch))
+        conns += batch
+    return conns
+
+
+def place_members(conns: list[Connection], groups: list[str], per_group: int) -> list[Member]:
+    """Members of consecutive groups fill one connection after another (group-major)."""
+    total = len(groups) * per_group
+    per_conn = -(-total // len(conns))
+    members = []
+    for g, group_id in enumerate(groups):
+        for i in range(per_group):
+            n = g * per_group + i
+            members.append(Member(conn=conns[n // per_conn], group_id=group_id, index=n))
+    return members
+
+
+async def form_groups(members: list[Member], versions: dict[int, int], timeout: float,
+                      session_timeout_ms: int, rebalance_timeout_ms: int,
+                      per_group: int, heartbeat_s: float = 0.1,
+                      partial_ok: bool = False) -> JoinStats:
+    """All members join and sync at once, and heartbeat every `heartbeat_s` until their group
+    is complete; returns the timing stats (raises on timeout, unless `partial_ok`: then
+    complete_groups says which groups formed). last_sync_received is when the last group
+    became complete."""
+    stats = JoinStats()
+    deadline = time.perf_counter() + timeout
+    gates: dict[str, Gate] = {}
+    progress: dict[str, GroupProgress] = {}
+    for m in members:
+        if m.group_id not in gates:
+            gates[m.group_id] = Gate(0, min(5.0, timeout))
+            progress[m.group_id] = GroupProgress(0)
+        gates[m.group_id].expected += 1
+        progress[m.group_id].size += 1
+    tasks = [asyncio.ensure_future(join_and_sync(m, versions, stats, gates[m.group_id],
+                                                 progress[m.group_id], deadline,
+                                                 session_timeout_ms, rebalance_timeout_ms,
+                                                 per_group, heartbeat_s))
+             for m in members]
+    try:
+        await asyncio.gather(*tasks)
+    except asyncio.TimeoutError:
+        if not partial_ok:
+            raise
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    stats.complete_groups = {g for g, p in progress.items() if p.done.is_set()}
+    stats.last_sync_received = max(p.completed_at for p in progress.values())
+    stats.generations = sorted({p.generation for p in progress.values() if p.done.is_set()})
+    return stats
+
+
+async def leave_groups(members: list[Member], versions: dict[int, int],
+                       timeout: float = 10.0) -> int:
+    """LeaveGroup for every member (batched per group from v3); returns answers with errors."""
+    lv = versions[API_LEAVE_GROUP]
+    by_group: dict[str, list[Member]] = {}
+    for m in members:
+        if m.member_id:
+            by_group.setdefault(m.group_id, []).append(m)
+    futs = []
+    for group_id, ms in by_group.items():
+        conn = ms[0].conn
+        if conn.closed_error is not None:
+            continue
+        if lv >= 3:
+            futs.append(conn.call_nowait(LeaveGroupRequest(
+                group_id=group_id, members=[LeaveGroupRequest.MemberIdentity(
+                    member_id=m.member_id) for m in ms]), lv))
+        else:
+            for m in ms:
+                futs.append(m.conn.call_nowait(LeaveGroupRequest(group_id=group_id,
+                                                                 member_id=m.member_id), lv))
+    if not futs:
+        return 0
+    done = await asyncio.wait_for(asyncio.gather(*futs, return_exceptions=True), timeout)
+    return sum(1 for r in done if isinstance(r, BaseException) or r.error_code)
+
+
+class IdleHeartbeats:
+    """Each member heartbeats once per `interval`, spread evenly over the interval, the way a
+    fleet of idle consumers does. Runs until stop()."""
+
+    def __init__(self, members: list[Member], versions: dict[int, int], interval: float,
+                 tick: float = 0.05) -> None:
+        self.members = members
+        self.version = versions[API_HEARTBEAT]
+        self.interval = interval
+        self.tick = tick
+        self.ok = 0
+        self.errors: dict[int, int] = {}
+        self.task: asyncio.Task | None = None
+        self.outstanding: set[asyncio.Future] = set()
+
+    def start(self) -> None:
+        self.task = asyncio.ensure_future(self._run())
+
+    def _done(self, fut: asyncio.Future) -> None:
+        self.outstanding.discard(fut)
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            self.errors[-1] = self.errors.get(-1, 0) + 1
+        elif fut.result().error_code:
+            code = fut.result().error_code
+            self.errors[code] = self.errors.get(code, 0) + 1
+        else:
+            self.ok += 1
+
+    async def _run(self) -> None:
+        slots = max(1, round(self.interval / self.tick))
+        start = time.perf_counter()
+        tick = 0
+        while True:
+            n = len(self.members)  # the list may grow while groups form
+            lo = (tick % slots) * n // slots
+            hi = ((tick % slots) + 1) * n // slots
+            for m in self.members[lo:hi]:
+                if m.conn.closed_error is not None:
+                    continue
+                fut = m.conn.call_nowait(HeartbeatRequest(
+                    group_id=m.group_id, generation_id=m.generation, member_id=m.member_id),
+                    self.version)
+                self.outstanding.add(fut)
+                fut.add_done_callback(self._done)
+            tick += 1
+            await asyncio.sleep(max(0.0, start + tick * self.tick - time.perf_counter()))
+
+    async def stop(self, drain: float = 5.0) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except asyncio.CancelledError:
+                pass
+        if self.outstanding:
+            await asyncio.wait(list(self.outstanding), timeout=drain)
+
+
+async def heartbeat_flood(conns: list[Connection], members: list[Member],
+                          versions: dict[int, int], seconds: float, window: int,
+                          sample: float = 1.0, broker_pid: int | None = None) -> dict:
+    """Keep `window` Heartbeats in flight on every connection for `seconds`; count successful
+    answers per second. Returns per-second samples, totals, error codes and the CPU use of the
+    broker process (`broker_pid`) and of this process over the same seconds."""
+    version = versions[API_HEARTBEAT]
+    by_conn: dict[int, list[Member]] = {}
+    for m in members:
+        by_conn.setdefault(id(m.conn), []).append(m)
+    active = [c for c in conns if id(c) in by_conn and c.closed_error is None]
+    for c in active:
+        c.flood_prepare(by_conn[id(c)], version)
+        c.flood_ok = 0
+        c.flood_errors = {}
+    cpu0 = cpu_seconds(broker_pid) if broker_pid else None
+    own0 = time.process_time()
+    t0 = time.perf_counter()
+    for c in active:
+        c.flood_start(window)
+    samples = []
+    last_ok = 0
+    last_t = t0
+    end = t0 + seconds
+    while True:
+        now = time.perf_counter()
+        if now >= end:
+            break
+        await asyncio.sleep(min(sample, end - now))
+        now = time.perf_counter()
+        ok = sum(c.flood_ok for c in active)
+        samples.append(round((ok - last_ok) / (now - last_t)))
+        last_ok, last_t = ok, now
+    for c in active:
+        c.flood_on = False
+    elapsed = time.perf_counter() - t0
+    total_ok = sum(c.flood_ok for c in active)
+    total_errors = sum(sum(c.flood_errors.values()) for c in active)
+    cpu1 = cpu_seconds(broker_pid) if broker_pid else None
+    own1 = time.process_time()
+    # drain what is still in flight (bounded)
+    drain_end = time.perf_counter() + 10
+    while time.perf_counter() < drain_end and any(
+            c.flood_in_flight > 0 and c.closed_error is None for c in active):
+        await asyncio.sleep(0.02)
+    errors: dict[int, int] = {}
+    for c in active:
+        for code, n in c.flood_errors.items():
+            errors[code] = errors.get(code, 0) + n
+    return {
+        "seconds": round(elapsed, 3),
+        "ok_in_window": total_ok,
+        "ok_per_second": round(total_ok / elapsed),
+        "answered_per_second": round((total_ok + total_errors) / elapsed),  # errors included
+        "per_second_samples": samples,
+        "errors": {str(k): v for k, v in sorted(errors.items())},
+        "connections": len(active),
+        "window_per_connection": window,
+        "lost_connections": sum(1 for c in active if c.closed_error is not None),
+        "broker_cpu_percent": None if cpu0 is None or cpu1 is None else
+        round(100 * (cpu1 - cpu0) / elapsed),
+        "loadgen_cpu_percent": round(100 * (own1 - own0) / elapsed),
+    }
+
+
+def rss_kib(pid: int) -> int | None:
+    """VmRSS of a process in KiB (Linux), or None."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process (Linux), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
