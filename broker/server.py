@@ -69,6 +69,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.read_end = 0
         self.big = None  # a frame larger than the read buffer, filled in place
         self.big_filled = 0
+        self.out: list = []  # response chunks ready to write, in request order
+        self.batching = False  # inside buffer_updated: write once at its end
         self.pending: list[_Slot] = []
         self.closed = False
         self.reading_paused = False
@@ -118,14 +120,31 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.closed:
             return
         self.broker.metrics.bytes_in(nbytes)
-        if self.big is not None:
-            self.big_filled += nbytes
-            if self.big_filled == len(self.big):
-                frame, self.big = self.big, None
-                self.handle_frame(frame)
-            return
-        self.read_end += nbytes
-        self._parse_frames()
+        # responses that complete while this read is handled go out in one write, not one
+        # send() each (pipelining clients send many requests per read)
+        self.batching = True
+        try:
+            if self.big is not None:
+                self.big_filled += nbytes
+                if self.big_filled == len(self.big):
+                    frame, self.big = self.big, None
+                    self.handle_frame(frame)
+            else:
+                self.read_end += nbytes
+                self._parse_frames()
+        finally:
+            self.batching = False
+            self._flush()
+
+    def _flush(self) -> None:
+        out = self.out
+        if out and not self.closed:
+            self.out = []
+            n = 0
+            for c in out:
+                n += len(c)
+            self.broker.metrics.bytes_out(n)
+            self.transport.writelines(out)
 
     def _parse_frames(self) -> None:
         buf = self.read_buffer
@@ -237,19 +256,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         pending = self.pending
         if pending and pending[0].done:
-            out = []
+            out = self.out
             i = 0
             while i < len(pending) and pending[i].done:
                 if pending[i].chunks is not None:
                     out.extend(pending[i].chunks)
                 i += 1
             del pending[:i]
-            if out:
-                n = 0
-                for c in out:
-                    n += len(c)
-                self.broker.metrics.bytes_out(n)
-                self.transport.writelines(out)
+            if not self.batching:
+                self._flush()
             self._update_reading()
 
     def _update_reading(self) -> None:
