@@ -24,7 +24,7 @@ log = structlog.get_logger("broker.server")
 
 _SIZE = struct.Struct(">i")
 UNSUPPORTED_VERSION = 35
-READ_BUFFER_SIZE = 64 * 1024  # per connection; larger frames get their own buffer
+READ_BUFFER_SIZE = 16 * 1024  # per connection; larger frames get their own buffer
 
 
 class RequestContext:
