@@ -35,8 +35,8 @@ log = structlog.get_logger("broker.purgatory")
 
 Clock = Callable[[], int]
 
-# Rebuild the heap when cancelled entries outnumber live ones (and there are at least this many),
-# so lazy deletion never holds more than about twice the live entries in memory.
+# Rebuild the heap when cancelled entries exceed half the live ones (and there are at least this
+# many), so lazy deletion holds at most about one and a half times the live entries in memory.
 _COMPACT_MIN = 1024
 
 
@@ -109,7 +109,7 @@ class Timer:
         self._live -= 1
         self._cancelled_in_heap += 1
         if (self._cancelled_in_heap >= _COMPACT_MIN
-                and self._cancelled_in_heap > self._live):
+                and 2 * self._cancelled_in_heap > self._live):
             self._compact()
         return True
 

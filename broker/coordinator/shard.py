@@ -417,9 +417,9 @@ class GroupCoordinatorShard:
         member.latest_heartbeat = now
         current = member.heartbeat_op
         if current is not None and not current.completed:
-            self.heartbeat_purgatory.check_and_complete(member)
-            if not current.completed:   # same millisecond as its creation: still replace it
-                current.force_complete()
+            # the heartbeat just moved latest_heartbeat on, so the old operation's try_complete
+            # holds (or it is the same millisecond, and it is replaced all the same)
+            current.force_complete()
         op = DelayedHeartbeat(self, group, member, now + member.session_timeout_ms)
         member.heartbeat_op = op
         self.heartbeat_purgatory.try_complete_else_watch(op, (member,))
