@@ -224,54 +224,14 @@ def prepare_append(batches, next_offset: int, log_append_time: int | None = None
 
 # --- record-level timestamp lookups (ListOffsets), only for the one batch that matters ---------
 
-def _varint(buf, pos: int):
-    """Decode one zigzag varint (Kafka's varint/varlong); return (value, next position)."""
-    shift = 0
-    raw = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint too long")
-
-
 def _iter_record_offsets_and_timestamps(batch: RecordBatch):
-    """Yield (offset, timestamp) of each record of one batch.
-
-    Uncompressed batches are walked here (only the length, timestamp delta and offset delta of
-    each record are read). Compressed batches need the record decoder of ``protocol.records``;
-    if it is not available this yields nothing and callers fall back to batch granularity.
-    """
+    """Yield (offset, timestamp) of each record of one batch."""
     if batch.timestamp_type == 1:  # LogAppendTime: every record carries the batch max timestamp
         for delta in range(batch.last_offset_delta + 1):
             yield batch.base_offset + delta, batch.max_timestamp
         return
-    if batch.compression == 0:
-        buf = batch.buffer
-        pos = batch.position + HEADER_SIZE
-        end = batch.position + batch.size
-        base_offset, base_ts = batch.base_offset, batch.base_timestamp
-        for _ in range(batch.record_count):
-            if pos >= end:
-                return
-            length, body = _varint(buf, pos)
-            ts_delta, p = _varint(buf, body + 1)  # skip the attributes byte
-            offset_delta, _ = _varint(buf, p)
-            yield base_offset + offset_delta, base_ts + ts_delta
-            pos = body + length
-        return
-    records = getattr(batch, "records", None)  # protocol.records' decoder, once it exists
-    if callable(records):
-        for record in records():
-            offset = getattr(record, "offset", None)
-            timestamp = getattr(record, "timestamp", None)
-            if offset is None or timestamp is None:
-                return
-            yield offset, timestamp
+    for record in batch.records():
+        yield record.offset, record.timestamp
 
 
 def first_record_at_or_after(batch: RecordBatch, target_ts: int, min_offset: int):
@@ -380,10 +340,8 @@ class PartitionLog(abc.ABC):
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record, at or after the log start offset, whose
         timestamp is >= ``timestamp``; None when there is none (ListOffsets then answers
-        offset -1). Record-precise for uncompressed batches and LogAppendTime batches;
-        for compressed batches it is record-precise once protocol.records offers
-        ``RecordBatch.records()``, and batch-precise before that (the batch's first offset,
-        which makes a consumer re-read some older records, never skip newer ones)."""
+        offset -1). Record-precise; a batch whose records cannot be decoded answers its first
+        offset, which makes a consumer re-read some older records, never skip newer ones."""
 
     @abc.abstractmethod
     def max_timestamp_offset(self) -> tuple[int, int] | None:
