@@ -243,6 +243,18 @@ def _read_varint(data: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, 
     return (value >> 1) ^ -(value & 1), pos
 
 
+def _read_nullable_bytes(data: bytes, pos: int, end: int, what: str):
+    """A varint length (-1 = null) and that many bytes -> (bytes or None, next position)."""
+    length, pos = _read_varint(data, pos, end, 5)
+    if length == -1:
+        return None, pos
+    if length < 0:
+        raise CorruptRecordError(f"invalid record {what} length {length}")
+    if pos + length > end:
+        raise CorruptRecordError(f"record {what} truncated")
+    return data[pos:pos + length], pos + length
+
+
 def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: int,
                     log_append_time: int | None):
     end = len(data)
@@ -262,27 +274,8 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
         timestamp_delta, pos = read(data, pos + 1, record_end, 10)
         offset_delta, pos = read(data, pos, record_end, 5)
 
-        key_length, pos = read(data, pos, record_end, 5)
-        if key_length >= 0:
-            if pos + key_length > record_end:
-                raise CorruptRecordError("record key truncated")
-            key = data[pos:pos + key_length]
-            pos += key_length
-        elif key_length == -1:
-            key = None
-        else:
-            raise CorruptRecordError(f"invalid record key length {key_length}")
-
-        value_length, pos = read(data, pos, record_end, 5)
-        if value_length >= 0:
-            if pos + value_length > record_end:
-                raise CorruptRecordError("record value truncated")
-            value = data[pos:pos + value_length]
-            pos += value_length
-        elif value_length == -1:
-            value = None
-        else:
-            raise CorruptRecordError(f"invalid record value length {value_length}")
+        key, pos = _read_nullable_bytes(data, pos, record_end, "key")
+        value, pos = _read_nullable_bytes(data, pos, record_end, "value")
 
         header_count, pos = read(data, pos, record_end, 5)
         if header_count < 0:
@@ -297,17 +290,7 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
             except UnicodeDecodeError as e:
                 raise CorruptRecordError(f"record header key is not UTF-8: {e}") from None
             pos += header_key_length
-            header_value_length, pos = read(data, pos, record_end, 5)
-            if header_value_length >= 0:
-                if pos + header_value_length > record_end:
-                    raise CorruptRecordError("record header value truncated")
-                header_value = data[pos:pos + header_value_length]
-                pos += header_value_length
-            elif header_value_length == -1:
-                header_value = None
-            else:
-                raise CorruptRecordError(
-                    f"invalid record header value length {header_value_length}")
+            header_value, pos = _read_nullable_bytes(data, pos, record_end, "header value")
             headers.append((header_key, header_value))
 
         if pos != record_end:
