@@ -37,6 +37,7 @@ class Broker:
         self.ready = False
         self.fetches = FetchPurgatory(self)
         self.coordinator = build_coordinator(self)
+        self.coordinator.stats.on_group_stable = self.metrics.group_stable
 
     def advertised(self, listener: str) -> tuple[str, int]:
         """(host, port) clients should use for this broker when connected via listener."""

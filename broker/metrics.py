@@ -298,7 +298,6 @@ class Metrics:
         self.bytes_out = self.traffic.bytes_out
         self._error_children: dict = {}
         self._error_paths: dict = {}
-        self._stable_generation: dict[str, int] = {}
         self.http_server = None
         self.bound = None
 
@@ -312,36 +311,27 @@ class Metrics:
                 api, str(int(error_code)), _error_name(error_code))
         child.inc(n)
 
-    def responded(self, api: str, request, response) -> None:
+    def responded(self, api: str, response) -> None:
         """Called with every response a handler gives: counts its non-zero error codes (top
-        level and per topic/partition) and notes SyncGroup answers of a new stable generation."""
+        level and per topic/partition)."""
         cls = type(response)
         paths = self._error_paths.get(cls)
         if paths is None:
             paths = self._error_paths[cls] = _error_paths(cls)
-        if paths:
+        for path in paths:
+            if len(path) == 1:
+                code = getattr(response, path[0], 0)
+                if code:
+                    self.error(api, code)
+                continue
             codes: list = []
-            for path in paths:
-                _collect_codes(response, path, 0, codes)
+            _collect_codes(response, path, 0, codes)
             for code in codes:
                 self.error(api, code)
-        if api == "SyncGroup" and response.error_code == 0:
-            self._sync_answered(request.group_id)
 
-    def _sync_answered(self, group_id: str) -> None:
-        coordinator = getattr(self.broker, "coordinator", None)
-        group = coordinator.group(group_id) if coordinator is not None else None
-        if group is None or group.state.value != "Stable":
-            return
-        generation = group.generation_id
-        if self._stable_generation.get(group_id) == generation:
-            return  # another member of the same generation
-        if len(self._stable_generation) > 10000:
-            self._stable_generation.clear()
-        self._stable_generation[group_id] = generation
-        started, stable = group.rebalance_started_ms, group.state_timestamp
-        if started is not None and stable is not None and stable >= started:
-            self.rebalance_duration.observe((stable - started) / 1000.0)
+    def group_stable(self, rebalance_ms: int) -> None:
+        """The coordinator's hook: a rebalance ended with the group Stable."""
+        self.rebalance_duration.observe(rebalance_ms / 1000.0)
 
     def connection_opened(self) -> None:
         self.connections.inc()

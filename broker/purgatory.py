@@ -1,23 +1,25 @@
 """Delayed operations and the timer that expires them. Sans-I/O: no asyncio, no threads.
 
 Time comes only from an injected ``clock() -> int`` (milliseconds). Nothing here runs on its own:
-the broker drives it. It calls :meth:`Timer.advance` with the current time whenever the earliest
-deadline is due, and keeps one ``loop.call_at`` armed for :meth:`Timer.next_deadline`. The
-:attr:`Timer.on_earlier_deadline` hook tells it when a newly added deadline is earlier than the one
-it armed for, so that a single re-armed callback is enough however many operations wait::
+the broker drives it. It calls :meth:`Timer.advance` with the current time whenever
+:meth:`Timer.next_wakeup` is due, and keeps one ``loop.call_at`` armed for it. The
+:attr:`Timer.on_earlier_deadline` hook tells it when a newly scheduled task needs an earlier
+wakeup than the one it armed for, so that a single re-armed callback is enough however many
+operations wait::
 
     timer = Timer(clock)
-    timer.on_earlier_deadline = lambda deadline_ms: rearm(deadline_ms)
+    timer.on_earlier_deadline = lambda wakeup_ms: rearm(wakeup_ms)
     ...
     def on_wakeup():                      # scheduled with loop.call_at
         timer.advance(clock())
-        deadline = timer.next_deadline()
-        if deadline is not None:
-            rearm(deadline)
+        wakeup = timer.next_wakeup()
+        if wakeup is not None:
+            rearm(wakeup)
 
 :class:`DelayedOperation` is Kafka's delayed operation: ``try_complete`` says whether it can finish
 now, ``on_complete`` runs exactly once when it finishes (by an event or by its timeout), and
-``on_expiration`` runs after ``on_complete`` when the finish was the timeout.
+``on_expiration`` runs after ``on_complete`` when the finish was the timeout. Like Kafka's, it is
+itself the timer's task: watching one allocates no handle and no callback object.
 :class:`DelayedOperationPurgatory` watches operations under keys (a member, a group, a partition)
 so an event on a key can complete the operations waiting on it, and expires them via the timer.
 The group coordinator's DelayedJoin/DelayedHeartbeat/DelayedSync and the data plane's Fetch
@@ -35,51 +37,83 @@ log = structlog.get_logger("broker.purgatory")
 
 Clock = Callable[[], int]
 
-# Rebuild the heap when cancelled entries exceed half the live ones (and there are at least this
-# many), so lazy deletion holds at most about one and a half times the live entries in memory.
+#: Width of the timer's buckets. A task due at least one bucket ahead waits in an unordered
+#: bucket (O(1) schedule and cancel, no garbage); when the bucket's start time comes its tasks
+#: move into the exact heap. Most delayed operations (heartbeats, fetches) complete long before
+#: their deadline, so they never reach the heap.
+BUCKET_MS = 1024
+
+# Rebuild the heap when cancelled entries are more than half of it (and at least this many).
 _COMPACT_MIN = 1024
+_IN_HEAP = object()  # TimerTask._slot of a task waiting in the exact heap
+_heappush = heapq.heappush
+_heappop = heapq.heappop
 
 
-class TimerHandle:
-    """One scheduled callback. ``cancel`` through :meth:`Timer.cancel` (or ``handle.cancel()``)."""
+class TimerTask:
+    """Something the timer runs once at ``deadline_ms`` (Kafka's TimerTask). A task is scheduled
+    at most once; ``_slot`` says where it waits: None (not scheduled, run or cancelled), the heap,
+    or the dict of its bucket."""
 
-    __slots__ = ("deadline_ms", "fn", "timer", "cancelled", "fired")
+    __slots__ = ("deadline_ms", "_slot")
 
-    def __init__(self, deadline_ms: int, fn: Callable[[], None], timer: "Timer") -> None:
-        self.deadline_ms = deadline_ms
-        self.fn = fn
-        self.timer = timer
-        self.cancelled = False
-        self.fired = False
+    def run(self) -> None:
+        raise NotImplementedError
 
     @property
     def active(self) -> bool:
-        return not (self.cancelled or self.fired)
+        """Scheduled and neither run nor cancelled."""
+        return self._slot is not None
+
+
+class TimerHandle(TimerTask):
+    """A plain callback scheduled with :meth:`Timer.add` / :meth:`Timer.call_later`."""
+
+    __slots__ = ("fn", "timer")
+
+    def __init__(self, fn: Callable[[], None], timer: "Timer") -> None:
+        self.deadline_ms = 0
+        self._slot = None
+        self.fn = fn
+        self.timer = timer
+
+    def run(self) -> None:
+        fn, self.fn = self.fn, None
+        fn()
 
     def cancel(self) -> bool:
         return self.timer.cancel(self)
 
     def __repr__(self) -> str:
-        state = "cancelled" if self.cancelled else "fired" if self.fired else "pending"
-        return f"<TimerHandle at {self.deadline_ms} {state}>"
+        return f"<TimerHandle at {self.deadline_ms}{'' if self.active else ' done'}>"
 
 
 class Timer:
-    """A min-heap of deadlines over an injected clock: O(log n) add, O(1) cancel (lazy)."""
+    """Tasks by deadline over an injected clock, run in (deadline, scheduling) order.
 
-    def __init__(self, clock: Clock) -> None:
+    Deadlines within the current bucket live in a min-heap; later ones in buckets of
+    :data:`BUCKET_MS` (dicts used as ordered sets) found through a small heap of bucket indexes,
+    as in Kafka's timing wheel. Scheduling and cancelling a task in a bucket is O(1) and frees its
+    slot at once; the heap deletes lazily and compacts."""
+
+    def __init__(self, clock: Clock, bucket_ms: int = BUCKET_MS) -> None:
         self.clock = clock
-        self._heap: list[tuple[int, int, TimerHandle]] = []
+        self._bucket_ms = bucket_ms
+        self._heap: list[tuple[int, int, TimerTask]] = []
+        self._buckets: dict[int, dict[TimerTask, None]] = {}
+        self._bucket_heap: list[int] = []     # indexes of _buckets (possibly stale)
+        # deadlines before this go straight into the heap: their bucket's time has come
+        self._horizon = (int(clock()) // bucket_ms + 1) * bucket_ms
         self._seq = itertools.count()
         self._live = 0
         self._cancelled_in_heap = 0
         self._advancing = False
-        #: Called with the new earliest deadline whenever ``add`` makes the earliest deadline
-        #: earlier (the broker re-arms its single ``loop.call_at``). Not called during ``advance``.
+        #: Called with the new earliest wakeup whenever scheduling a task makes it earlier (the
+        #: broker re-arms its single ``loop.call_at``). Not called during ``advance``.
         self.on_earlier_deadline: Callable[[int], None] | None = None
 
     def __len__(self) -> int:
-        """Number of pending (not cancelled, not fired) callbacks."""
+        """Number of pending (not cancelled, not run) tasks."""
         return self._live
 
     def now(self) -> int:
@@ -87,84 +121,164 @@ class Timer:
 
     def add(self, deadline_ms: int, fn: Callable[[], None]) -> TimerHandle:
         """Run ``fn()`` at the first ``advance(now)`` with ``now >= deadline_ms``."""
-        deadline_ms = int(deadline_ms)
-        previous = self._peek()
-        handle = TimerHandle(deadline_ms, fn, self)
-        heapq.heappush(self._heap, (deadline_ms, next(self._seq), handle))
-        self._live += 1
-        hook = self.on_earlier_deadline
-        if hook is not None and not self._advancing and (previous is None or deadline_ms < previous):
-            hook(deadline_ms)
+        handle = TimerHandle(fn, self)
+        self.schedule(handle, deadline_ms)
         return handle
 
     def call_later(self, delay_ms: int, fn: Callable[[], None]) -> TimerHandle:
         return self.add(self.clock() + max(0, int(delay_ms)), fn)
 
-    def cancel(self, handle: TimerHandle | None) -> bool:
-        """Cancel a pending callback; True if it was pending. Cancelling twice is harmless."""
-        if handle is None or handle.cancelled or handle.fired:
+    def schedule(self, task: TimerTask, deadline_ms: int) -> None:
+        """Run ``task.run()`` at the first ``advance(now)`` with ``now >= deadline_ms``."""
+        deadline_ms = int(deadline_ms)
+        task.deadline_ms = deadline_ms
+        heap = self._heap
+        bucket_heap = self._bucket_heap
+        size = self._bucket_ms
+        # the earliest wakeup so far (cancelled entries included: a driver armed for one of
+        # them wakes, finds nothing due and re-arms)
+        if heap:
+            previous = heap[0][0]
+            if bucket_heap and bucket_heap[0] * size < previous:
+                previous = bucket_heap[0] * size
+        else:
+            previous = bucket_heap[0] * size if bucket_heap else None
+        if deadline_ms < self._horizon:
+            task._slot = _IN_HEAP
+            _heappush(heap, (deadline_ms, next(self._seq), task))
+            wakeup = deadline_ms
+        else:
+            index = deadline_ms // size
+            bucket = self._buckets.get(index)
+            if bucket is None:
+                bucket = self._buckets[index] = {}
+                _heappush(bucket_heap, index)
+            bucket[task] = None
+            task._slot = bucket
+            wakeup = index * size
+        self._live += 1
+        hook = self.on_earlier_deadline
+        if hook is not None and not self._advancing and (previous is None or wakeup < previous):
+            hook(wakeup)
+
+    def cancel(self, task: TimerTask | None) -> bool:
+        """Cancel a pending task; True if it was pending. Cancelling twice is harmless."""
+        if task is None:
             return False
-        handle.cancelled = True
-        handle.fn = None  # drop references now; the heap entry itself goes lazily
+        slot = task._slot
+        if slot is None:
+            return False
+        task._slot = None
         self._live -= 1
-        self._cancelled_in_heap += 1
-        if (self._cancelled_in_heap >= _COMPACT_MIN
-                and 2 * self._cancelled_in_heap > self._live):
-            self._compact()
+        if type(task) is TimerHandle:
+            task.fn = None  # drop references now
+        if slot is _IN_HEAP:
+            heap = self._heap
+            if heap[0][2] is task:
+                _heappop(heap)
+            else:
+                self._cancelled_in_heap += 1
+                if (self._cancelled_in_heap >= _COMPACT_MIN
+                        and 2 * self._cancelled_in_heap > len(heap)):
+                    self._compact()
+        else:
+            del slot[task]
+            if not slot:
+                index = task.deadline_ms // self._bucket_ms
+                del self._buckets[index]
+                bucket_heap = self._bucket_heap
+                if bucket_heap[0] == index:
+                    _heappop(bucket_heap)
         return True
 
     def _compact(self) -> None:
-        self._heap = [entry for entry in self._heap if not entry[2].cancelled]
+        self._heap = [entry for entry in self._heap if entry[2]._slot is _IN_HEAP]
         heapq.heapify(self._heap)
         self._cancelled_in_heap = 0
 
-    def _peek(self) -> int | None:
+    def _clean_tops(self) -> None:
         heap = self._heap
-        while heap and heap[0][2].cancelled:
-            heapq.heappop(heap)
+        while heap and heap[0][2]._slot is not _IN_HEAP:
+            _heappop(heap)
             self._cancelled_in_heap -= 1
+        bucket_heap = self._bucket_heap
+        while bucket_heap and bucket_heap[0] not in self._buckets:
+            _heappop(bucket_heap)
+
+    def next_wakeup(self) -> int | None:
+        """When to call :meth:`advance` next: the earliest heap deadline or the start of the
+        earliest bucket, whichever comes first; None when nothing is scheduled."""
+        self._clean_tops()
+        heap, bucket_heap = self._heap, self._bucket_heap
+        if bucket_heap:
+            start = bucket_heap[0] * self._bucket_ms
+            return heap[0][0] if heap and heap[0][0] < start else start
         return heap[0][0] if heap else None
 
     def next_deadline(self) -> int | None:
-        """The earliest pending deadline, or None when nothing is scheduled."""
-        return self._peek()
+        """The earliest pending deadline exactly, or None when nothing is scheduled."""
+        self._clean_tops()
+        heap, bucket_heap = self._heap, self._bucket_heap
+        best = heap[0][0] if heap else None
+        if bucket_heap and (best is None or bucket_heap[0] * self._bucket_ms < best):
+            earliest = min(task.deadline_ms for task in self._buckets[bucket_heap[0]])
+            best = earliest if best is None else min(best, earliest)
+        return best
+
+    def _flush(self, now_ms: int) -> None:
+        """Move the tasks of every bucket whose start time has come into the heap, in the order
+        they were scheduled."""
+        size = self._bucket_ms
+        bucket_heap = self._bucket_heap
+        heap = self._heap
+        seq = self._seq
+        while bucket_heap and bucket_heap[0] * size <= now_ms:
+            bucket = self._buckets.pop(_heappop(bucket_heap), None)
+            if bucket is None:
+                continue  # stale index
+            for task in bucket:
+                task._slot = _IN_HEAP
+                _heappush(heap, (task.deadline_ms, next(seq), task))
+        horizon = (now_ms // size + 1) * size
+        if horizon > self._horizon:
+            self._horizon = horizon
 
     def advance(self, now_ms: int | None = None) -> int:
-        """Run every callback due at ``now_ms`` (default: the clock) in deadline order.
+        """Run every task due at ``now_ms`` (default: the clock) in deadline order.
 
-        Callbacks added while advancing that are already due also run in this call. Returns the
-        number of callbacks run.
+        Tasks scheduled while advancing that are already due also run in this call. Returns the
+        number of tasks run.
         """
         if now_ms is None:
             now_ms = self.clock()
+        self._flush(now_ms)
         heap = self._heap
         ran = 0
         self._advancing = True
         try:
             while heap:
-                deadline, _, handle = heap[0]
-                if handle.cancelled:
-                    heapq.heappop(heap)
+                deadline, _, task = heap[0]
+                if task._slot is not _IN_HEAP:
+                    _heappop(heap)
                     self._cancelled_in_heap -= 1
                     continue
                 if deadline > now_ms:
                     break
-                heapq.heappop(heap)
-                handle.fired = True
+                _heappop(heap)
+                task._slot = None
                 self._live -= 1
-                fn, handle.fn = handle.fn, None
                 ran += 1
                 try:
-                    fn()
-                except Exception:  # one failing callback must not stop the others
-                    log.exception("timer callback failed", deadline_ms=deadline)
-                heap = self._heap  # a callback may have compacted the heap
+                    task.run()
+                except Exception:  # one failing task must not stop the others
+                    log.exception("timer task failed", deadline_ms=deadline)
+                heap = self._heap  # a task may have compacted the heap
         finally:
             self._advancing = False
         return ran
 
 
-class DelayedOperation:
+class DelayedOperation(TimerTask):
     """An operation that completes on an event or when its deadline passes, exactly once.
 
     Subclasses override :meth:`try_complete` (return True when the operation can finish now; the
@@ -175,18 +289,17 @@ class DelayedOperation:
     ``kind`` names the operation for metrics ("heartbeat", "join", "fetch", ...).
     """
 
-    __slots__ = ("delay_ms", "deadline_ms", "completed", "_timer_handle", "_keys", "_purgatory",
-                 "__weakref__")
+    __slots__ = ("delay_ms", "completed", "_keys", "_purgatory")
 
     kind = "operation"
 
     def __init__(self, delay_ms: int, deadline_ms: int | None = None) -> None:
         # Kafka's DelayedOperation takes a delay; the deadline is fixed when the operation is
         # watched (now + delay) unless an absolute deadline_ms is given here.
-        self.delay_ms = max(0, int(delay_ms))
-        self.deadline_ms = None if deadline_ms is None else int(deadline_ms)
+        self.delay_ms = delay_ms if delay_ms > 0 else 0
+        self.deadline_ms = deadline_ms
         self.completed = False
-        self._timer_handle: TimerHandle | None = None
+        self._slot = None
         self._keys: tuple = ()
         self._purgatory: DelayedOperationPurgatory | None = None
 
@@ -213,14 +326,11 @@ class DelayedOperation:
         purgatory = self._purgatory
         if purgatory is not None:
             purgatory._forget(self)
-        elif self._timer_handle is not None:
-            self._timer_handle.cancel()
-            self._timer_handle = None
         self.on_complete()
         return True
 
-    def _expire(self) -> None:
-        self._timer_handle = None
+    def run(self) -> None:
+        """The deadline passed (the timer runs this)."""
         if self.force_complete():
             self.on_expiration()
 
@@ -232,8 +342,9 @@ class DelayedOperation:
 class DelayedOperationPurgatory:
     """Delayed operations watched under keys, expired by a shared :class:`Timer`.
 
-    Memory per waiting operation is the operation, one timer entry and one slot per watch key; an
-    operation's slots are removed when it completes, so nothing accumulates. No task per operation.
+    Memory per waiting operation is the operation, its slot in the timer and one slot per watch
+    key; an operation's slots are removed when it completes, so nothing accumulates. No task per
+    operation.
     """
 
     def __init__(self, name: str, timer: Timer) -> None:
@@ -276,7 +387,8 @@ class DelayedOperationPurgatory:
             return True
         if op.deadline_ms is None:
             op.deadline_ms = self.timer.clock() + op.delay_ms
-        keys = tuple(keys)
+        if type(keys) is not tuple:
+            keys = tuple(keys)
         op._keys = keys
         op._purgatory = self
         watchers = self._watchers
@@ -289,9 +401,10 @@ class DelayedOperationPurgatory:
             else:
                 watchers[key] = {current: None, op: None}
         self._waiting += 1
+        by_kind = self._waiting_by_kind
         kind = op.kind
-        self._waiting_by_kind[kind] = self._waiting_by_kind.get(kind, 0) + 1
-        op._timer_handle = self.timer.add(op.deadline_ms, op._expire)
+        by_kind[kind] = by_kind.get(kind, 0) + 1
+        self.timer.schedule(op, op.deadline_ms)
         return False
 
     def watched(self, key: Hashable) -> list[DelayedOperation]:
@@ -331,9 +444,8 @@ class DelayedOperationPurgatory:
     def _forget(self, op: DelayedOperation) -> None:
         """Called once when a watched operation completes: drop its timer and watch slots."""
         op._purgatory = None
-        if op._timer_handle is not None:
-            self.timer.cancel(op._timer_handle)
-            op._timer_handle = None
+        if op._slot is not None:
+            self.timer.cancel(op)
         watchers = self._watchers
         for key in op._keys:
             current = watchers.get(key)

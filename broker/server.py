@@ -27,31 +27,47 @@ UNSUPPORTED_VERSION = 35
 READ_BUFFER_SIZE = 16 * 1024  # per connection; larger frames get their own buffer
 
 
-class RequestContext:
-    """What a handler knows of the request beyond its body."""
+class Request:
+    """One request in flight on a connection (Kafka's RequestChannel.Request): what a handler
+    knows of it beyond its body (it is the handler's ``ctx``), its place in the connection's
+    response order, and ``respond``, which the handler calls exactly once."""
 
-    __slots__ = ("header", "api_version", "client_id", "client_host", "listener")
+    __slots__ = ("conn", "handler", "header", "api_version", "client_id", "client_host",
+                 "listener", "started", "done", "chunks")
 
-    def __init__(self, header, client_host: str, listener: str) -> None:
+    def __init__(self, conn: "KafkaConnection", handler, header, started: float) -> None:
+        self.conn = conn
+        self.handler = handler
         self.header = header
         self.api_version = header.api_version
         self.client_id = header.client_id or ""
-        self.client_host = client_host
-        self.listener = listener
-
-
-class _Slot:
-    """One request's place in the connection's response order."""
-
-    __slots__ = ("done", "chunks", "api", "version", "started", "client_id")
-
-    def __init__(self, api, version, started, client_id=None):
+        self.client_host = conn.client_host
+        self.listener = conn.listener
+        self.started = started
         self.done = False
         self.chunks = None
-        self.api = api
-        self.version = version
-        self.started = started
-        self.client_id = client_id
+
+    def respond(self, response) -> None:
+        """Encode the response (None: no response at all, e.g. Produce with acks=0) and send it
+        once every earlier request on the connection has been answered."""
+        if self.done:
+            raise RuntimeError(f"{self.handler.name} answered twice")
+        handler = self.handler
+        if response is None:
+            self.conn._complete(self, None)
+            return
+        if type(response) is not handler.response:
+            raise TypeError(f"{handler.name} answered with {type(response).__name__}")
+        conn = self.conn
+        conn.broker.metrics.responded(handler.name, response)
+        chunks: list = []
+        response.encode_into(self.api_version, chunks.append)
+        size = 0
+        for c in chunks:
+            size += len(c)
+        chunks.insert(0, response_header(self.header.correlation_id,
+                                         handler.response_header_version(self.api_version), size))
+        conn._complete(self, chunks)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -71,7 +87,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.big_filled = 0
         self.out: list = []  # response chunks ready to write, in request order
         self.batching = False  # inside buffer_updated: write once at its end
-        self.pending: list[_Slot] = []
+        self.pending: list[Request] = []
         self.closed = False
         self.reading_paused = False
         self.writing_paused = False
@@ -198,9 +214,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 # answer with a v0 body listing our ranges so the client retries with one we have
                 body = ApiVersionsResponse(error_code=UNSUPPORTED_VERSION,
                                            api_keys=apis.api_version_entries()).encode(0)
-                slot = _Slot(handler, 0, received)
-                self.pending.append(slot)
-                self._complete(slot, header.correlation_id, 0, [body])
+                request_ = Request(self, handler, header, received)
+                request_.api_version = 0
+                self.pending.append(request_)
+                self._complete(request_, [response_header(header.correlation_id, 0, len(body)),
+                                          body])
                 return
             self.close(f"unsupported version {version} of {handler.name} (api key "
                        f"{header.api_key}; we serve {handler.min_version}-{handler.max_version})")
@@ -212,60 +230,45 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except DecodeError as exc:
             self.close(f"malformed {handler.name} v{version} request: {exc}")
             return
-        ctx = RequestContext(header, self.client_host, self.listener)
-        slot = _Slot(handler, version, received, header.client_id)
-        self.pending.append(slot)
-        self._update_reading()
-        correlation_id = header.correlation_id
-        header_version = handler.response_header_version(version)
-        response_cls = handler.response
-
-        def respond(response) -> None:
-            if slot.done:
-                raise RuntimeError(f"{handler.name} answered twice")
-            if response is None:  # e.g. Produce with acks=0: no response at all
-                self._complete(slot, correlation_id, header_version, None)
-                return
-            assert type(response) is response_cls, (type(response), response_cls)
-            self.broker.metrics.responded(handler.name, request, response)
-            chunks: list = []
-            response.encode_into(version, chunks.append)
-            self._complete(slot, correlation_id, header_version, chunks)
-
+        request_ = Request(self, handler, header, received)
+        pending = self.pending
+        pending.append(request_)
+        if len(pending) >= self.max_in_flight and not self.reading_paused:
+            self._update_reading()
         try:
-            handler.handle(self.broker, ctx, request, respond)
+            handler.handle(self.broker, request_, request, request_.respond)
         except Exception:
             log.exception("handler failed", api=handler.name, version=version, peer=self.peer)
             self.close(f"internal error in {handler.name}")
 
-    def _complete(self, slot: _Slot, correlation_id: int, header_version: int, chunks) -> None:
-        if chunks is not None:
-            size = 0
-            for c in chunks:
-                size += len(c)
-            chunks.insert(0, response_header(correlation_id, header_version, size))
-        slot.chunks = chunks
-        slot.done = True
-        latency = time.monotonic() - slot.started
-        self.broker.metrics.request_done(slot.api.name, slot.version, latency)
+    def _complete(self, request: Request, chunks) -> None:
+        request.chunks = chunks
+        request.done = True
+        latency = time.monotonic() - request.started
+        handler = request.handler
+        self.broker.metrics.request_done(handler.name, request.api_version, latency)
         if self.broker.debug:
-            log.debug("request", api=slot.api.name, version=slot.version,
-                      correlation_id=correlation_id, client_id=slot.client_id, peer=self.peer,
+            log.debug("request", api=handler.name, version=request.api_version,
+                      correlation_id=request.header.correlation_id,
+                      client_id=request.client_id, peer=self.peer,
                       latency_ms=round(latency * 1000, 3))
         if self.closed:
             return
         pending = self.pending
-        if pending and pending[0].done:
+        if pending[0].done:
             out = self.out
             i = 0
-            while i < len(pending) and pending[i].done:
-                if pending[i].chunks is not None:
-                    out.extend(pending[i].chunks)
+            n = len(pending)
+            while i < n and pending[i].done:
+                chunks = pending[i].chunks
+                if chunks is not None:
+                    out.extend(chunks)
                 i += 1
             del pending[:i]
             if not self.batching:
                 self._flush()
-            self._update_reading()
+            if self.reading_paused:
+                self._update_reading()
 
     def _update_reading(self) -> None:
         if self.closed or self.transport is None:

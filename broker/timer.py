@@ -19,7 +19,7 @@ class AsyncioTimerDriver:
 
     def start(self, loop) -> None:
         self.loop = loop
-        deadline = self.timer.next_deadline()
+        deadline = self.timer.next_wakeup()
         if deadline is not None:
             self._arm(deadline)
 
@@ -38,7 +38,7 @@ class AsyncioTimerDriver:
         self.handle = None
         self.armed_for = None
         self.timer.advance(self.clock())
-        deadline = self.timer.next_deadline()
+        deadline = self.timer.next_wakeup()
         if deadline is not None:
             self._arm(deadline)
 

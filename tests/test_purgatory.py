@@ -118,6 +118,80 @@ def test_cancelled_entries_are_compacted(timer):
     assert timer.next_deadline() == 9_000
 
 
+def test_far_deadlines_wait_in_buckets_and_run_exactly_in_order(clock):
+    timer = Timer(clock, bucket_ms=100)
+    ran = []
+    for deadline in (250, 130, 250, 120, 999):
+        timer.add(deadline, lambda d=deadline: ran.append((d, clock.now)))
+    assert len(timer._heap) == 0 and len(timer._buckets) == 3   # nothing is due this bucket
+    assert timer.next_wakeup() == 100                           # the first bucket's start
+    assert timer.next_deadline() == 120                         # exact
+    handle = timer.add(250, lambda: ran.append("cancelled"))
+    assert handle.cancel() is True and len(timer) == 5
+    for now in range(0, 1001, 10):                              # a driver waking every 10 ms
+        clock.now = now
+        timer.advance()
+    assert ran == [(120, 120), (130, 130), (250, 250), (250, 250), (999, 1000)]
+    assert len(timer) == 0 and not timer._buckets and timer.next_wakeup() is None
+
+
+def test_cancelling_the_last_task_of_a_bucket_frees_it(clock):
+    timer = Timer(clock, bucket_ms=100)
+    handles = [timer.add(500 + i, lambda: None) for i in range(50)]
+    assert len(timer._buckets) == 1
+    for h in handles:
+        timer.cancel(h)
+    assert not timer._buckets and not timer._bucket_heap and timer.next_deadline() is None
+
+
+def test_hook_reports_the_bucket_start_for_far_deadlines(clock):
+    timer = Timer(clock, bucket_ms=100)
+    seen = []
+    timer.on_earlier_deadline = seen.append
+    timer.add(950, lambda: None)
+    timer.add(420, lambda: None)
+    timer.add(40, lambda: None)      # within the current bucket: exact
+    timer.add(470, lambda: None)     # same bucket as 420: no earlier wakeup
+    assert seen == [900, 400, 40]
+
+
+def test_timer_matches_a_sorted_reference_under_random_use(clock):
+    """Random schedules, cancels and advances (with the clock moving between them, as in the
+    broker) run exactly what a sorted list says, in (deadline, scheduling) order."""
+    import random
+    rng = random.Random(7)
+    timer = Timer(clock, bucket_ms=64)
+    reference: list[tuple[int, int]] = []      # (deadline, seq) pending
+    handles: dict[int, object] = {}
+    ran: list[int] = []
+    expected: list[int] = []
+    seq = 0
+    for _ in range(20_000):
+        action = rng.random()
+        if action < 0.5:
+            deadline = clock.now + rng.choice((0, 1, 5, 63, 64, 65, 200, 1000, 5000))
+            handles[seq] = timer.add(deadline, lambda s=seq: ran.append(s))
+            reference.append((deadline, seq))
+            seq += 1
+        elif action < 0.7 and reference:
+            deadline, s = reference.pop(rng.randrange(len(reference)))
+            assert timer.cancel(handles[s]) is True
+        elif action < 0.8:
+            clock.now += rng.choice((1, 7, 64, 300))
+        else:
+            reference.sort()
+            due = [entry for entry in reference if entry[0] <= clock.now]
+            expected += [s for _, s in due]
+            reference = [entry for entry in reference if entry[0] > clock.now]
+            timer.advance()
+            assert ran == expected
+            assert len(timer) == len(reference)
+            assert timer.next_deadline() == (min(reference)[0] if reference else None)
+            wakeup = timer.next_wakeup()
+            assert (wakeup is None) == (not reference)
+            assert wakeup is None or wakeup <= min(reference)[0]
+
+
 # --------------------------------------------------------------------------- delayed ops
 
 def test_completes_at_once_when_ready(timer):

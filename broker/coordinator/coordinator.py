@@ -8,7 +8,7 @@ The broker supplies:
 
 * ``clock() -> int`` — milliseconds;
 * ``timer`` — a :class:`broker.purgatory.Timer` over that clock, which the broker drives
-  (``timer.advance(now)`` when ``timer.next_deadline()`` is due; ``timer.on_earlier_deadline``
+  (``timer.advance(now)`` when ``timer.next_wakeup()`` is due; ``timer.on_earlier_deadline``
   tells it to re-arm). Heartbeat, join, sync, pending-member and retention deadlines all live there;
 * ``persist(partition, records, on_done)`` — append ``records`` (a list of ``(key, value)``
   bytes, value None for a tombstone) to partition ``partition`` of ``__consumer_offsets`` and

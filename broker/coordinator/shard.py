@@ -225,6 +225,13 @@ class Stats:
         self.offset_commits_total = 0
         self.offsets_expired_total = 0
         self.groups_deleted_total = 0
+        #: called with the rebalance's duration in ms when a group becomes Stable (metrics)
+        self.on_group_stable: Callable[[int], None] | None = None
+
+    def group_stable(self, group: GroupMetadata, now: int) -> None:
+        started = group.rebalance_started_ms
+        if self.on_group_stable is not None and started is not None and now >= started:
+            self.on_group_stable(now - started)
 
 
 # ============================================================================ the shard
@@ -995,7 +1002,9 @@ class GroupCoordinatorShard:
                            f"(member: {leader_id})")
                 return
             # the members' assignments were set by applying the stored record
-            group.transition_to(STABLE, self.clock())
+            now = self.clock()
+            group.transition_to(STABLE, now)
+            self.stats.group_stable(group, now)
             log.info("group stable", group=group.group_id, generation=generation,
                      members=len(group.members))
             self._propagate_assignment(group, E.NONE)
