@@ -94,12 +94,19 @@ def _client_id(context) -> str:
     return getattr(context, "client_id", None) or ""
 
 
+_HOSTS: dict[str, str] = {}  # client address -> its "/address" form, shared by its members
+
+
 def _client_host(context) -> str:
     """Kafka reports a member's host as Java's InetAddress.toString(): "/127.0.0.1"."""
     host = getattr(context, "client_host", None) or ""
-    if host and not host.startswith("/"):
-        host = "/" + host
-    return host
+    shown = _HOSTS.get(host)
+    if shown is None:
+        shown = host if not host or host.startswith("/") else "/" + host
+        if len(_HOSTS) >= 4096:
+            _HOSTS.clear()
+        _HOSTS[host] = shown
+    return shown
 
 
 class GroupCoordinator:

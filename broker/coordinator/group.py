@@ -79,11 +79,11 @@ class MemberMetadata:
     __slots__ = ("member_id", "group_instance_id", "client_id", "client_host",
                  "rebalance_timeout_ms", "session_timeout_ms", "protocol_type", "protocols",
                  "assignment", "awaiting_join", "awaiting_sync", "latest_heartbeat",
-                 "heartbeat_op", "is_new", "new_member_timer", "__weakref__")
+                 "heartbeat_op", "new_member_timer")
 
     def __init__(self, member_id: str, group_instance_id: str | None, client_id: str,
                  client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
-                 protocol_type: str, protocols: list[tuple[str, bytes]]) -> None:
+                 protocol_type: str, protocols: tuple[tuple[str, bytes], ...]) -> None:
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.client_id = client_id
@@ -91,13 +91,13 @@ class MemberMetadata:
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.session_timeout_ms = session_timeout_ms
         self.protocol_type = protocol_type
-        self.protocols = protocols          # [(name, metadata)] in the member's preference order
+        self.protocols = protocols          # ((name, metadata), ...) in preference order
         self.assignment = b""
         self.awaiting_join: Callable | None = None
         self.awaiting_sync: Callable | None = None
         self.latest_heartbeat = 0
         self.heartbeat_op = None            # the member's one DelayedHeartbeat
-        self.is_new = False                 # joined but not yet answered (new-member join timeout)
+        # set while the member has joined but not yet been answered (new-member join timeout)
         self.new_member_timer = None
 
     @property
@@ -121,7 +121,7 @@ class MemberMetadata:
                 return metadata
         return b""
 
-    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+    def matches(self, protocols: tuple[tuple[str, bytes], ...]) -> bool:
         """Same protocols with the same metadata in the same order (Kafka's ``matches``)."""
         return self.protocols == protocols
 
@@ -144,6 +144,12 @@ class MemberMetadata:
 
 class GroupMetadata:
     """A classic group: members in insertion order, leader, generation, protocol, state, offsets."""
+
+    __slots__ = ("group_id", "state", "state_timestamp", "generation_id", "protocol_type",
+                 "protocol_name", "leader_id", "members", "static_members", "pending_members",
+                 "pending_sync_members", "supported_protocols", "num_members_awaiting_join",
+                 "new_member_added", "subscribed_topics", "offsets", "pending_offset_commits",
+                 "rebalance_started_ms", "rebalance_reason", "persisted")
 
     def __init__(self, group_id: str, now_ms: int, state: GroupState = EMPTY) -> None:
         self.group_id = group_id
@@ -225,7 +231,12 @@ class GroupMetadata:
         member.awaiting_join = callback
         if callback is not None:
             self.num_members_awaiting_join += 1
-        self.pending_members.pop(member.member_id, None)
+        self._forget_pending(member.member_id)
+
+    def _forget_pending(self, member_id: str) -> None:
+        pending = self.pending_members
+        if pending and pending.pop(member_id, None) is not None and not pending:
+            pending.clear()  # frees the table pop leaves behind
 
     def remove(self, member_id: str) -> MemberMetadata | None:
         member = self.members.pop(member_id, None)
@@ -238,11 +249,15 @@ class GroupMetadata:
                     del self.static_members[member.group_instance_id]
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
-        self.pending_members.pop(member_id, None)
-        self.pending_sync_members.discard(member_id)
+        self._forget_pending(member_id)
+        pending_sync = self.pending_sync_members
+        if member_id in pending_sync:
+            pending_sync.discard(member_id)
+            if not pending_sync:
+                pending_sync.clear()
         return member
 
-    def update_member(self, member: MemberMetadata, protocols: list[tuple[str, bytes]],
+    def update_member(self, member: MemberMetadata, protocols: tuple[tuple[str, bytes], ...],
                       rebalance_timeout_ms: int, session_timeout_ms: int,
                       callback: Callable | None) -> None:
         self._dec_protocols(member)

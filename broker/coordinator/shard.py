@@ -13,6 +13,7 @@ after a restart.
 from __future__ import annotations
 
 import uuid
+from sys import intern
 from typing import Callable, Iterable
 
 import structlog
@@ -351,7 +352,7 @@ class GroupCoordinatorShard:
                 stored.member_id, stored.group_instance_id, stored.client_id, stored.client_host,
                 stored.rebalance_timeout if stored.rebalance_timeout >= 0 else stored.session_timeout,
                 stored.session_timeout, protocol_type or "",
-                [(protocol, stored.subscription)] if protocol is not None else [])
+                ((protocol, stored.subscription),) if protocol is not None else ())
             member.assignment = stored.assignment
             group.add(member)
         group.generation_id = value.generation
@@ -537,7 +538,6 @@ class GroupCoordinatorShard:
                 protocol_name=group.protocol_name, leader=group.leader_id,
                 skip_assignment=False, members=leader_members if is_leader else ())
             self.complete_and_schedule_next_heartbeat(group, member)
-            member.is_new = False
             if member.new_member_timer is not None:
                 self.timer.cancel(member.new_member_timer)
                 member.new_member_timer = None
@@ -557,6 +557,7 @@ class GroupCoordinatorShard:
         if member_id in group.pending_sync_members:
             group.pending_sync_members.discard(member_id)
             if not group.pending_sync_members:
+                group.pending_sync_members.clear()  # frees the table discard leaves behind
                 self.rebalance_purgatory.check_and_complete(sync_key(group.group_id))
 
     def _on_expire_pending_sync(self, group: GroupMetadata, generation_id: int) -> None:
@@ -644,8 +645,9 @@ class GroupCoordinatorShard:
         if version == 0 or rebalance_timeout is None or rebalance_timeout < 0:
             rebalance_timeout = session_timeout
         instance_id = request.group_instance_id if version >= 5 else None
-        protocol_type = request.protocol_type or ""
-        protocols = [(p.name, p.metadata or b"") for p in request.protocols]
+        # names and types repeat across members: share one string each
+        protocol_type = intern(request.protocol_type or "")
+        protocols = tuple((intern(p.name), p.metadata or b"") for p in request.protocols)
         names = {name for name, _ in protocols}
         is_unknown = member_id == UNKNOWN_MEMBER_ID
 
@@ -793,7 +795,6 @@ class GroupCoordinatorShard:
                                   callback, reason) -> None:
         member = MemberMetadata(member_id, instance_id, client_id, client_host, rebalance_timeout,
                                 session_timeout, protocol_type, protocols)
-        member.is_new = True
         if group.state is PREPARING_REBALANCE and group.generation_id == 0:
             group.new_member_added = True
         group.add(member, callback)
@@ -898,7 +899,7 @@ class GroupCoordinatorShard:
         member.new_member_timer = None
         if self.groups.get(group.group_id) is not group or group.state is DEAD:
             return
-        if group.members.get(member.member_id) is not member or not member.is_new:
+        if group.members.get(member.member_id) is not member:
             return
         log.info("new member expired before its join completed", group=group.group_id,
                  member=member.member_id, client_id=member.client_id)
@@ -910,7 +911,6 @@ class GroupCoordinatorShard:
         if self.groups.get(group.group_id) is not group or member_id not in group.pending_members:
             return
         log.info("pending member expired", group=group.group_id, member=member_id)
-        group.pending_members.pop(member_id, None)
         self._remove_pending_member(group, member_id)
 
     # ================================================================== SyncGroup
