@@ -311,9 +311,12 @@ class Metrics:
                 api, str(int(error_code)), _error_name(error_code))
         child.inc(n)
 
-    def responded(self, api: str, response) -> None:
-        """Called with every response a handler gives: counts its non-zero error codes (top
-        level and per topic/partition)."""
+    def answered(self, api: str, version: int, seconds: float, response) -> None:
+        """Called once per request answered (response None: none is sent): counts it, its
+        latency and its non-zero error codes."""
+        self.request_done(api, version, seconds)
+        if response is None:
+            return
         cls = type(response)
         paths = self._error_paths.get(cls)
         if paths is None:

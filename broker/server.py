@@ -32,12 +32,13 @@ class Request:
     knows of it beyond its body (it is the handler's ``ctx``), its place in the connection's
     response order, and ``respond``, which the handler calls exactly once."""
 
-    __slots__ = ("conn", "handler", "header", "api_version", "client_id", "client_host",
-                 "listener", "started", "done", "chunks")
+    __slots__ = ("conn", "handler", "codec", "header", "api_version", "client_id",
+                 "client_host", "listener", "started", "done", "chunks")
 
-    def __init__(self, conn: "KafkaConnection", handler, header, started: float) -> None:
+    def __init__(self, conn: "KafkaConnection", handler, codec, header, started: float) -> None:
         self.conn = conn
         self.handler = handler
+        self.codec = codec
         self.header = header
         self.api_version = header.api_version
         self.client_id = header.client_id or ""
@@ -52,22 +53,19 @@ class Request:
         once every earlier request on the connection has been answered."""
         if self.done:
             raise RuntimeError(f"{self.handler.name} answered twice")
-        handler = self.handler
         if response is None:
-            self.conn._complete(self, None)
+            self.conn._complete(self, None, None)
             return
-        if type(response) is not handler.response:
-            raise TypeError(f"{handler.name} answered with {type(response).__name__}")
-        conn = self.conn
-        conn.broker.metrics.responded(handler.name, response)
+        if type(response) is not self.handler.response:
+            raise TypeError(f"{self.handler.name} answered with {type(response).__name__}")
+        _, encode, header_version = self.codec
         chunks: list = []
-        response.encode_into(self.api_version, chunks.append)
+        encode(response, chunks.append)
         size = 0
         for c in chunks:
             size += len(c)
-        chunks.insert(0, response_header(self.header.correlation_id,
-                                         handler.response_header_version(self.api_version), size))
-        conn._complete(self, chunks)
+        chunks.insert(0, response_header(self.header.correlation_id, header_version, size))
+        self.conn._complete(self, chunks, response)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -214,23 +212,26 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 # answer with a v0 body listing our ranges so the client retries with one we have
                 body = ApiVersionsResponse(error_code=UNSUPPORTED_VERSION,
                                            api_keys=apis.api_version_entries()).encode(0)
-                request_ = Request(self, handler, header, received)
+                request_ = Request(self, handler, None, header, received)
                 request_.api_version = 0
                 self.pending.append(request_)
                 self._complete(request_, [response_header(header.correlation_id, 0, len(body)),
-                                          body])
+                                          body], None)
                 return
             self.close(f"unsupported version {version} of {handler.name} (api key "
                        f"{header.api_key}; we serve {handler.min_version}-{handler.max_version})")
             return
+        codec = handler._codecs.get(version) or handler.codec(version)
         try:
             # trailing bytes after a valid body are ignored, as Kafka does: librdkafka's
             # all-topics Metadata request leaves unused bytes of an array-count placeholder
-            request = handler.request.decode(frame, version, header.body_offset, exact=False)
-        except DecodeError as exc:
+            request, _ = codec[0](frame, header.body_offset)
+        except Exception as exc:
+            if not isinstance(exc, DecodeError):
+                exc = handler.request._translate(exc, version)
             self.close(f"malformed {handler.name} v{version} request: {exc}")
             return
-        request_ = Request(self, handler, header, received)
+        request_ = Request(self, handler, codec, header, received)
         pending = self.pending
         pending.append(request_)
         if len(pending) >= self.max_in_flight and not self.reading_paused:
@@ -241,12 +242,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("handler failed", api=handler.name, version=version, peer=self.peer)
             self.close(f"internal error in {handler.name}")
 
-    def _complete(self, request: Request, chunks) -> None:
+    def _complete(self, request: Request, chunks, response) -> None:
         request.chunks = chunks
         request.done = True
         latency = time.monotonic() - request.started
         handler = request.handler
-        self.broker.metrics.request_done(handler.name, request.api_version, latency)
+        self.broker.metrics.answered(handler.name, request.api_version, latency, response)
         if self.broker.debug:
             log.debug("request", api=handler.name, version=request.api_version,
                       correlation_id=request.header.correlation_id,

@@ -21,7 +21,7 @@ _MODULES = [
 
 class ApiHandler:
     __slots__ = ("name", "key", "min_version", "max_version", "handle", "request", "response",
-                 "api")
+                 "api", "_codecs")
 
     def __init__(self, name: str, versions: tuple[int, int], handle) -> None:
         self.api = API_BY_NAME[name]
@@ -31,9 +31,20 @@ class ApiHandler:
         self.handle = handle
         self.request = self.api.request
         self.response = self.api.response
+        self._codecs: dict[int, tuple] = {}
 
     def response_header_version(self, version: int) -> int:
         return self.api.response_header_version(version)
+
+    def codec(self, version: int) -> tuple:
+        """(decode(frame, offset) -> (request, end), encode(response, write), response header
+        version) for an advertised version, compiled on first use and then one dict lookup."""
+        codec = self._codecs.get(version)
+        if codec is None:
+            codec = self._codecs[version] = (
+                self.request.decoder(version), self.response.encoder(version),
+                self.response_header_version(version))
+        return codec
 
 
 def _register(handler: ApiHandler) -> None:

@@ -152,6 +152,13 @@ class GroupCoordinator:
     def shard_for(self, group_id: str) -> GroupCoordinatorShard:
         return self.shards[self.partition_for(group_id)]
 
+    def _shard(self, group_id: str) -> GroupCoordinatorShard:
+        """shard_for on the per-request path: one dict lookup for a group seen before."""
+        partition = self._partitions.get(group_id)
+        if partition is None:
+            partition = self.partition_for(group_id)
+        return self.shards[partition]
+
     @property
     def shards_loading(self) -> set[int]:
         return {shard.partition for shard in self.shards if shard.loading}
@@ -268,10 +275,10 @@ class GroupCoordinator:
         if not request.group_id:
             error = E.INVALID_GROUP_ID
         else:
-            shard = self.shard_for(request.group_id)
+            shard = self._shard(request.group_id)
             # while loading, answer blindly (as Kafka does): the member is not known yet
             error = E.NONE if shard.loading else shard.heartbeat(request, api_version)
-        respond(m.HeartbeatResponse(error_code=int(error)))
+        respond(m.HeartbeatResponse(error_code=error))
 
     # ================================================================== LeaveGroup
     def leave_group(self, request, api_version: int, context, respond: Callable) -> None:

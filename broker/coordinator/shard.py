@@ -49,7 +49,13 @@ class DelayedHeartbeat(DelayedOperation):
 
     def __init__(self, shard: "GroupCoordinatorShard", group: GroupMetadata,
                  member: MemberMetadata, deadline_ms: int) -> None:
-        super().__init__(0, deadline_ms)
+        # DelayedOperation.__init__(0, deadline_ms), inlined: one of these per heartbeat
+        self.delay_ms = 0
+        self.deadline_ms = deadline_ms
+        self.completed = False
+        self._slot = None
+        self._keys = ()
+        self._purgatory = None
         self.shard = shard
         self.group = group
         self.member = member
