@@ -278,6 +278,12 @@ class Timer:
         return ran
 
 
+class _Keys(tuple):
+    """The watch keys of an operation watched under several; a single key is kept as itself."""
+
+    __slots__ = ()
+
+
 class DelayedOperation(TimerTask):
     """An operation that completes on an event or when its deadline passes, exactly once.
 
@@ -300,7 +306,7 @@ class DelayedOperation(TimerTask):
         self.deadline_ms = deadline_ms
         self.completed = False
         self._slot = None
-        self._keys: tuple = ()
+        self._keys = None   # the key, or _Keys of several, while watched
         self._purgatory: DelayedOperationPurgatory | None = None
 
     # -- to override
@@ -387,9 +393,8 @@ class DelayedOperationPurgatory:
             return True
         if op.deadline_ms is None:
             op.deadline_ms = self.timer.clock() + op.delay_ms
-        if type(keys) is not tuple:
-            keys = tuple(keys)
-        op._keys = keys
+        keys = tuple(keys) if type(keys) is not tuple else keys
+        op._keys = keys[0] if len(keys) == 1 else _Keys(keys)
         op._purgatory = self
         watchers = self._watchers
         for key in keys:
@@ -447,7 +452,8 @@ class DelayedOperationPurgatory:
         if op._slot is not None:
             self.timer.cancel(op)
         watchers = self._watchers
-        for key in op._keys:
+        keys = op._keys
+        for key in (keys if type(keys) is _Keys else (keys,)):
             current = watchers.get(key)
             if current is op:
                 del watchers[key]
@@ -457,6 +463,6 @@ class DelayedOperationPurgatory:
                     watchers[key] = next(iter(current))
                 elif not current:
                     del watchers[key]
-        op._keys = ()
+        op._keys = None
         self._waiting -= 1
         self._waiting_by_kind[op.kind] -= 1

@@ -54,7 +54,7 @@ class DelayedHeartbeat(DelayedOperation):
         self.deadline_ms = deadline_ms
         self.completed = False
         self._slot = None
-        self._keys = ()
+        self._keys = None
         self._purgatory = None
         self.shard = shard
         self.group = group
@@ -177,6 +177,16 @@ def append_error(exc: BaseException | None, for_offsets: bool = False) -> ErrorC
     if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
         return E.INVALID_COMMIT_OFFSET_SIZE if for_offsets else E.UNKNOWN_SERVER_ERROR
     return code
+
+
+_SHARED: dict = {}
+
+
+def _shared(value):
+    """One object for equal values that many members keep (ints past 256 are not cached)."""
+    if len(_SHARED) >= 1024:
+        _SHARED.clear()
+    return _SHARED.setdefault(value, value)
 
 
 def java_length(s: str | None) -> int:
@@ -651,7 +661,9 @@ class GroupCoordinatorShard:
         if version == 0 or rebalance_timeout is None or rebalance_timeout < 0:
             rebalance_timeout = session_timeout
         instance_id = request.group_instance_id if version >= 5 else None
-        # names and types repeat across members: share one string each
+        # timeouts, names and types repeat across members: share one object each
+        session_timeout = _shared(session_timeout)
+        rebalance_timeout = _shared(rebalance_timeout)
         protocol_type = intern(request.protocol_type or "")
         protocols = tuple((intern(p.name), p.metadata or b"") for p in request.protocols)
         names = {name for name, _ in protocols}
