@@ -212,16 +212,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 # answer with a v0 body listing our ranges so the client retries with one we have
                 body = ApiVersionsResponse(error_code=UNSUPPORTED_VERSION,
                                            api_keys=apis.api_version_entries()).encode(0)
-                request_ = Request(self, handler, None, header, received)
-                request_.api_version = 0
-                self.pending.append(request_)
-                self._complete(request_, [response_header(header.correlation_id, 0, len(body)),
+                req = Request(self, handler, None, header, received)
+                req.api_version = 0
+                self.pending.append(req)
+                self._complete(req, [response_header(header.correlation_id, 0, len(body)),
                                           body], None)
                 return
             self.close(f"unsupported version {version} of {handler.name} (api key "
                        f"{header.api_key}; we serve {handler.min_version}-{handler.max_version})")
             return
-        codec = handler._codecs.get(version) or handler.codec(version)
+        codec = handler.codecs.get(version) or handler.codec(version)
         try:
             # trailing bytes after a valid body are ignored, as Kafka does: librdkafka's
             # all-topics Metadata request leaves unused bytes of an array-count placeholder
@@ -231,13 +231,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 exc = handler.request._translate(exc, version)
             self.close(f"malformed {handler.name} v{version} request: {exc}")
             return
-        request_ = Request(self, handler, codec, header, received)
+        req = Request(self, handler, codec, header, received)
         pending = self.pending
-        pending.append(request_)
+        pending.append(req)
         if len(pending) >= self.max_in_flight and not self.reading_paused:
             self._update_reading()
         try:
-            handler.handle(self.broker, request_, request, request_.respond)
+            handler.handle(self.broker, req, request, req.respond)
         except Exception:
             log.exception("handler failed", api=handler.name, version=version, peer=self.peer)
             self.close(f"internal error in {handler.name}")

@@ -21,7 +21,7 @@ _MODULES = [
 
 class ApiHandler:
     __slots__ = ("name", "key", "min_version", "max_version", "handle", "request", "response",
-                 "api", "_codecs")
+                 "api", "codecs")
 
     def __init__(self, name: str, versions: tuple[int, int], handle) -> None:
         self.api = API_BY_NAME[name]
@@ -31,7 +31,7 @@ class ApiHandler:
         self.handle = handle
         self.request = self.api.request
         self.response = self.api.response
-        self._codecs: dict[int, tuple] = {}
+        self.codecs: dict[int, tuple] = {}  # version -> codec(version)
 
     def response_header_version(self, version: int) -> int:
         return self.api.response_header_version(version)
@@ -39,9 +39,9 @@ class ApiHandler:
     def codec(self, version: int) -> tuple:
         """(decode(frame, offset) -> (request, end), encode(response, write), response header
         version) for an advertised version, compiled on first use and then one dict lookup."""
-        codec = self._codecs.get(version)
+        codec = self.codecs.get(version)
         if codec is None:
-            codec = self._codecs[version] = (
+            codec = self.codecs[version] = (
                 self.request.decoder(version), self.response.encoder(version),
                 self.response_header_version(version))
         return codec
