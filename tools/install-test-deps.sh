@@ -36,6 +36,22 @@ fi
 rm -f "$mvn_log"
 test -f tests/java/target/client-scenarios.jar || { echo "install-test-deps: tests/java/target/client-scenarios.jar was not built" >&2; exit 1; }
 
+# PySpark and Spark's Kafka connector of the same version (tests/integration/test_pyspark.py):
+# the connector and the jars it needs beyond pyspark's own go to tests/spark/target/jars.
+# 4.0.0: the Maven Central this runs against has no spark-token-provider-kafka 4.0.1.
+spark_version=4.0.0
+python3 -m pip install --quiet "pyspark==${spark_version}"
+mvn_log="$(mktemp)"
+if ! mvn --batch-mode --quiet -Dstyle.color=never -s tests/spark/settings.xml -f tests/spark/pom.xml \
+        -Dspark.version="${spark_version}" dependency:copy-dependencies >"$mvn_log" 2>&1; then
+    cat "$mvn_log" >&2
+    rm -f "$mvn_log"
+    echo "install-test-deps: resolving Spark's Kafka connector failed (tests/spark/pom.xml)" >&2
+    exit 1
+fi
+rm -f "$mvn_log"
+test -f "tests/spark/target/jars/spark-sql-kafka-0-10_2.13-${spark_version}.jar" || { echo "install-test-deps: Spark's Kafka connector was not resolved" >&2; exit 1; }
+
 # kafkajs for tests/integration/test_kafkajs.py (versions pinned by tests/js/package-lock.json)
 npm ci --prefix tests/js --silent --no-audit --no-fund
 
