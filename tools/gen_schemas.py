@@ -34,6 +34,8 @@ APIS = {
     "CreatePartitions": None, "DeleteGroups": None, "OffsetDelete": None,
     "DescribeCluster": None, "ConsumerGroupHeartbeat": None, "ConsumerGroupDescribe": None,
     "DeleteRecords": None, "AlterConfigs": None, "IncrementalAlterConfigs": None,
+    "DescribeLogDirs": None, "DescribeAcls": None, "CreateAcls": None, "DeleteAcls": None,
+    "DescribeProducers": None,
 }
 CLIENT_DATA = ["RequestHeader", "ResponseHeader", "ConsumerProtocolSubscription",
                "ConsumerProtocolAssignment"]
