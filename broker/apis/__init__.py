@@ -15,7 +15,9 @@ API_VERSIONS_KEY = 18
 _MODULES = [
     "produce", "fetch", "list_offsets", "metadata", "find_coordinator", "api_versions",
     "create_topics", "delete_topics", "init_producer_id", "describe_configs",
-    "create_partitions", "describe_cluster",
+    "create_partitions", "describe_cluster", "delete_records", "alter_configs",
+    "incremental_alter_configs", "describe_log_dirs", "describe_acls", "create_acls",
+    "delete_acls", "describe_producers",
 ]
 
 

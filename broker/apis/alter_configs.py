@@ -1,0 +1,92 @@
+"""AlterConfigs (the legacy, whole-set form): a topic's explicit configs become exactly the ones
+in the request; every other config returns to its default. The validation shared with
+IncrementalAlterConfigs lives here too."""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.messages import AlterConfigsResponse
+
+from ..topics import validate_topic_config
+
+NAME = "AlterConfigs"
+VERSIONS = (0, 2)
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+
+Result = AlterConfigsResponse.AlterConfigsResourceResponse
+
+
+class ConfigError(Exception):
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+def duplicates(resources) -> set[tuple[int, str]]:
+    """(type, name) of resources named more than once in one request."""
+    seen: set[tuple[int, str]] = set()
+    twice: set[tuple[int, str]] = set()
+    for res in resources:
+        key = (res.resource_type, res.resource_name)
+        (twice if key in seen else seen).add(key)
+    return twice
+
+
+def check_resource(broker, resource_type: int, name: str):
+    """The topic a config change applies to; ConfigError for anything else."""
+    if resource_type == TOPIC:
+        topic = broker.topics.get(name)
+        if topic is None:
+            raise ConfigError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                              f"The topic '{name}' does not exist.")
+        return topic
+    if resource_type == BROKER:
+        if name not in ("", str(broker.node_id)):
+            raise ConfigError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id {name}")
+        raise ConfigError(ErrorCode.INVALID_REQUEST,
+                          "This broker's settings are static: change them in its configuration "
+                          "and restart it")
+    if resource_type == BROKER_LOGGER:
+        raise ConfigError(ErrorCode.INVALID_REQUEST,
+                          "Log levels are set with --log-level when the broker starts")
+    raise ConfigError(ErrorCode.INVALID_REQUEST, f"Unexpected resource type {resource_type}")
+
+
+def check_config(broker, name: str, value: str | None) -> None:
+    if name not in broker.topics.defaults:
+        raise ConfigError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+    if value is not None:
+        problem = validate_topic_config(name, value)
+        if problem:
+            raise ConfigError(ErrorCode.INVALID_CONFIG, problem)
+
+
+def apply(broker, topic, configs: dict[str, str | None], validate_only: bool) -> None:
+    """Set (None: reset to the default) topic configs, unless only validating."""
+    if not validate_only and configs:
+        broker.topics.alter_configs(topic.name, configs)
+
+
+def handle(broker, ctx, request, respond) -> None:
+    twice = duplicates(request.resources)
+    results = []
+    for res in request.resources:
+        error, message = ErrorCode.NONE, None
+        try:
+            if (res.resource_type, res.resource_name) in twice:
+                raise ConfigError(ErrorCode.INVALID_REQUEST,
+                                  f"Duplicate resource {res.resource_name} in the request")
+            topic = check_resource(broker, res.resource_type, res.resource_name)
+            wanted: dict[str, str | None] = {}
+            for c in res.configs:
+                check_config(broker, c.name, c.value)
+                wanted[c.name] = c.value
+            changes = {name: None for name in topic.configs if name not in wanted}
+            changes.update(wanted)
+            apply(broker, topic, changes, request.validate_only)
+        except ConfigError as exc:
+            error, message = exc.error, exc.message
+        results.append(Result(error_code=error, error_message=message,
+                              resource_type=res.resource_type, resource_name=res.resource_name))
+    respond(AlterConfigsResponse(responses=results))

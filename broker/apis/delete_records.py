@@ -1,0 +1,36 @@
+"""DeleteRecords: move a partition's log start offset up (kafka-delete-records, Kafka Streams
+purging its repartition topics). One replica, so the new low watermark is known at once."""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.messages import DeleteRecordsResponse
+
+from ..log.base import OffsetOutOfRange
+
+NAME = "DeleteRecords"
+VERSIONS = (0, 2)
+
+TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
+PartitionResult = DeleteRecordsResponse.DeleteRecordsPartitionResult
+
+
+def handle(broker, ctx, request, respond) -> None:
+    results = []
+    for t in request.topics:
+        partitions = []
+        for p in t.partitions:
+            low, error = _delete(broker, t.name, p.partition_index, p.offset)
+            partitions.append(PartitionResult(partition_index=p.partition_index,
+                                              low_watermark=low, error_code=error))
+        results.append(TopicResult(name=t.name, partitions=partitions))
+    respond(DeleteRecordsResponse(topics=results))
+
+
+def _delete(broker, topic: str, index: int, offset: int) -> tuple[int, ErrorCode]:
+    partition = broker.topics.partition(topic, index)
+    if partition is None:
+        return -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    try:
+        return partition.log.delete_records_before(offset), ErrorCode.NONE
+    except OffsetOutOfRange:
+        return -1, ErrorCode.OFFSET_OUT_OF_RANGE

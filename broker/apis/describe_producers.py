@@ -1,0 +1,39 @@
+"""DescribeProducers: the idempotent producers a partition knows (kafka-transactions.sh
+describe-producers, and admin clients looking for hung producers)."""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.messages import DescribeProducersResponse
+
+NAME = "DescribeProducers"
+VERSIONS = (0, 0)
+
+TopicResponse = DescribeProducersResponse.TopicResponse
+PartitionResponse = DescribeProducersResponse.PartitionResponse
+ProducerState = DescribeProducersResponse.ProducerState
+
+
+def handle(broker, ctx, request, respond) -> None:
+    topics = []
+    for t in request.topics:
+        partitions = []
+        for index in t.partition_indexes:
+            partition = broker.topics.partition(t.name, index)
+            if partition is None:
+                partitions.append(PartitionResponse(
+                    partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_message=None, active_producers=[]))
+                continue
+            active = []
+            for producer_id, entry in partition.producers.producers.items():
+                last = entry.batches[-1] if entry.batches else None
+                active.append(ProducerState(
+                    producer_id=producer_id, producer_epoch=entry.epoch,
+                    last_sequence=last.last_seq if last else -1,
+                    last_timestamp=last.timestamp if last else -1,
+                    coordinator_epoch=-1, current_txn_start_offset=-1))
+            partitions.append(PartitionResponse(partition_index=index,
+                                                error_code=ErrorCode.NONE, error_message=None,
+                                                active_producers=active))
+        topics.append(TopicResponse(name=t.name, partitions=partitions))
+    respond(DescribeProducersResponse(topics=topics))
