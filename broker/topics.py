@@ -89,7 +89,8 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
             return f"Invalid value {value} for configuration {name}: Not a number of type LONG"
     if name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
         return f"Invalid value {value} for configuration {name}"
-    if name == "cleanup.policy" and not set(str(value).split(",")) <= {"delete", "compact"}:
+    if name == "cleanup.policy" and not {v for v in str(value).split(",") if v} <= {"delete",
+                                                                                   "compact"}:
         return f"Invalid value {value} for configuration {name}"
     return None
 

@@ -42,8 +42,11 @@ def check_resource(broker, resource_type: int, name: str):
                               f"The topic '{name}' does not exist.")
         return topic
     if resource_type == BROKER:
+        # Kafka stores broker configs changed at runtime; this broker's settings are fixed at
+        # start, so a change is refused rather than accepted and ignored
         if name not in ("", str(broker.node_id)):
-            raise ConfigError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id {name}")
+            raise ConfigError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected "
+                              f"{broker.node_id}, but received {name}")
         raise ConfigError(ErrorCode.INVALID_REQUEST,
                           "This broker's settings are static: change them in its configuration "
                           "and restart it")
@@ -76,7 +79,7 @@ def handle(broker, ctx, request, respond) -> None:
         try:
             if (res.resource_type, res.resource_name) in twice:
                 raise ConfigError(ErrorCode.INVALID_REQUEST,
-                                  f"Duplicate resource {res.resource_name} in the request")
+                                  "Each resource must appear at most once.")
             topic = check_resource(broker, res.resource_type, res.resource_name)
             wanted: dict[str, str | None] = {}
             for c in res.configs:

@@ -30,6 +30,8 @@ def _delete(broker, topic: str, index: int, offset: int) -> tuple[int, ErrorCode
     partition = broker.topics.partition(topic, index)
     if partition is None:
         return -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if partition.topic.internal:
+        return -1, ErrorCode.INVALID_TOPIC_EXCEPTION  # __consumer_offsets is the coordinator's
     try:
         return partition.log.delete_records_before(offset), ErrorCode.NONE
     except OffsetOutOfRange:

@@ -20,9 +20,12 @@ def handle(broker, ctx, request, respond) -> None:
         for index in t.partition_indexes:
             partition = broker.topics.partition(t.name, index)
             if partition is None:
+                # Kafka words only the unknown-topic case
+                message = (None if broker.topics.get(t.name) is not None
+                           else "This server does not host this topic-partition.")
                 partitions.append(PartitionResponse(
                     partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    error_message=None, active_producers=[]))
+                    error_message=message, active_producers=[]))
                 continue
             active = []
             for producer_id, entry in partition.producers.producers.items():

@@ -20,21 +20,19 @@ def _changes(broker, topic, configs) -> dict[str, str | None]:
     changes: dict[str, str | None] = {}
     for c in configs:
         if c.name in changes:
-            raise ConfigError(ErrorCode.INVALID_REQUEST,
-                              f"Error due to duplicate config keys: {c.name}")
+            raise ConfigError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
         op = c.config_operation
         if op == SET:
             check_config(broker, c.name, c.value)
             changes[c.name] = c.value
         elif op == DELETE:
-            check_config(broker, c.name, None)
-            changes[c.name] = None
+            changes[c.name] = None  # an unknown name is nothing to delete (Kafka: no error)
         elif op in (APPEND, SUBTRACT):
             check_config(broker, c.name, None)
             if c.name not in LIST_CONFIGS:
-                verb = "append" if op == APPEND else "subtract"
-                raise ConfigError(ErrorCode.INVALID_REQUEST,
-                                  f"Config value {verb} is not allowed for config key: {c.name}")
+                verb = "APPEND" if op == APPEND else "SUBTRACT"
+                raise ConfigError(ErrorCode.INVALID_CONFIG, f"Can't {verb} to key {c.name} "
+                                  "because its type is not LIST.")
             current = [v for v in broker.topics.config_value(topic, c.name).split(",") if v]
             items = [v.strip() for v in (c.value or "").split(",") if v.strip()]
             if op == APPEND:
@@ -45,7 +43,8 @@ def _changes(broker, topic, configs) -> dict[str, str | None]:
             check_config(broker, c.name, text)
             changes[c.name] = text
         else:
-            raise ConfigError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
+            # Kafka 4.3 answers an unknown operation code with UNKNOWN_SERVER_ERROR
+            raise ConfigError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Unknown config operation {op}")
     return changes
 
 
@@ -57,7 +56,7 @@ def handle(broker, ctx, request, respond) -> None:
         try:
             if (res.resource_type, res.resource_name) in twice:
                 raise ConfigError(ErrorCode.INVALID_REQUEST,
-                                  f"Duplicate resource {res.resource_name} in the request")
+                                  "Each resource must appear at most once.")
             topic = check_resource(broker, res.resource_type, res.resource_name)
             apply(broker, topic, _changes(broker, topic, res.configs), request.validate_only)
         except ConfigError as exc:
