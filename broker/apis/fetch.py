@@ -47,8 +47,15 @@ def read(broker, request) -> tuple[list, int, bool]:
                 limit = min(fp.partition_max_bytes, remaining)
                 records = log.read(fp.fetch_offset, limit, min_one_message=total == 0)
             except OffsetOutOfRange:
-                error = ErrorCode.OFFSET_OUT_OF_RANGE
+                # as Kafka: the error answer carries no offsets (-1); the client resets with
+                # ListOffsets
                 errors = True
+                parts.append(PartitionData(
+                    partition_index=index, error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
+                    high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                    aborted_transactions=None if uncommitted else [],
+                    preferred_read_replica=-1, records=EMPTY))
+                continue
             size = len(records)
             total += size
             remaining = max(0, remaining - size)
