@@ -292,3 +292,29 @@ def test_java_consumer_group_exactly_once(broker, jar, assignor):
         for m in retired + list(members.values()):
             m.kill()
         admin.close()
+
+
+def test_java_admin_client(jar, broker):
+    """The Java AdminClient as topic tools and UIs use it (ClientScenarios.admin): incremental
+    config changes, DeleteRecords, DescribeLogDirs, ACLs without an authorizer and
+    DescribeProducers. Real Kafka 4.3.1 printed the same lines (producer id aside)."""
+    topic = unique("java-admin")
+    proc = subprocess.run(java_command(jar, "admin", broker.bootstrap, topic),
+                          capture_output=True, text=True, timeout=180)
+    context = (f"exit {proc.returncode}\n--- stdout\n{tail(proc.stdout)}\n--- stderr\n"
+               f"{tail(proc.stderr)}\n--- broker log\n{tail(broker.logs())}")
+    assert proc.returncode == 0, context
+    steps = {line["step"]: line for line in map(json.loads, proc.stdout.splitlines())
+             if "step" in line}
+    assert steps["configs"] == {"step": "configs", "retention_ms": "3600000",
+                                "retention_source": "DYNAMIC_TOPIC_CONFIG",
+                                "cleanup_policy": "delete,compact"}, context
+    assert steps["configs-reset"] == {"step": "configs-reset", "retention_ms": "604800000",
+                                      "retention_source": "DEFAULT_CONFIG"}, context
+    assert (steps["delete-records"]["low_watermark"], steps["delete-records"]["earliest"]) == (4, 4)
+    log_dirs = steps["log-dirs"]
+    assert log_dirs["dirs"] == 1 and log_dirs["size"] > 0 and log_dirs["offset_lag"] == 0
+    assert steps["acls"]["error"] == "SecurityDisabledException"
+    [producer] = steps["producers"]["active"]
+    assert producer["producer_id"] >= 0 and producer["producer_epoch"] == 0
+    assert producer["last_sequence"] == 9

@@ -16,7 +16,15 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.ProducerState;
+import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.ReplicaInfo;
 import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
@@ -30,6 +38,8 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.acl.AclBindingFilter;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -43,6 +53,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * <pre>
  *   produce-consume BOOTSTRAP TOPIC CODEC N
  *   group-consume BOOTSTRAP TOPIC GROUP ASSIGNOR MAX_SECONDS [--static INSTANCE_ID] [--prop k=v]...
+ *   admin BOOTSTRAP TOPIC
  * </pre>
  */
 public final class ClientScenarios {
@@ -69,6 +80,13 @@ public final class ClientScenarios {
                     System.exit(0);
                 }
                 case "group-consume" -> groupConsume(args);
+                case "admin" -> {
+                    if (args.length != 3) {
+                        usage();
+                    }
+                    admin(args[1], args[2]);
+                    System.exit(0);
+                }
                 default -> usage();
             }
         } catch (Throwable t) {
@@ -82,8 +100,103 @@ public final class ClientScenarios {
         System.err.println("usage:\n"
                 + "  produce-consume BOOTSTRAP TOPIC CODEC N\n"
                 + "  group-consume BOOTSTRAP TOPIC GROUP ASSIGNOR MAX_SECONDS"
-                + " [--static INSTANCE_ID] [--prop name=value]...");
+                + " [--static INSTANCE_ID] [--prop name=value]...\n"
+                + "  admin BOOTSTRAP TOPIC");
         System.exit(2);
+    }
+
+    // ------------------------------------------------------------------ admin
+
+    /**
+     * What topic tools and UIs do with the AdminClient: change configs incrementally, delete
+     * records, read log dir sizes, list ACLs (no authorizer: SecurityDisabledException) and
+     * describe the producers of a partition. One JSON line per step.
+     */
+    static void admin(String bootstrap, String topic) throws Exception {
+        Properties props = new Properties();
+        props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(props)) {
+            admin.createTopics(List.of(new NewTopic(topic, PARTITIONS, (short) 1)))
+                    .all().get(30, TimeUnit.SECONDS);
+            Properties producerProps = new Properties();
+            producerProps.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+            producerProps.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
+            producerProps.put(ProducerConfig.ACKS_CONFIG, "all");
+            try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps,
+                    new ByteArraySerializer(), new ByteArraySerializer())) {
+                for (int i = 0; i < 10; i++) {
+                    producer.send(new ProducerRecord<>(topic, 0, null,
+                            ("admin-" + i).getBytes(StandardCharsets.UTF_8)));
+                }
+                producer.flush();
+            }
+            emit(new Json().put("step", "produced"));
+
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+            admin.incrementalAlterConfigs(Map.of(resource, List.of(
+                    new AlterConfigOp(new ConfigEntry("retention.ms", "3600000"),
+                            AlterConfigOp.OpType.SET),
+                    new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"),
+                            AlterConfigOp.OpType.APPEND))))
+                    .all().get(30, TimeUnit.SECONDS);
+            Config config = admin.describeConfigs(List.of(resource)).all()
+                    .get(30, TimeUnit.SECONDS).get(resource);
+            emit(new Json().put("step", "configs")
+                    .put("retention_ms", config.get("retention.ms").value())
+                    .put("retention_source", config.get("retention.ms").source().name())
+                    .put("cleanup_policy", config.get("cleanup.policy").value()));
+            admin.incrementalAlterConfigs(Map.of(resource, List.of(
+                    new AlterConfigOp(new ConfigEntry("retention.ms", null),
+                            AlterConfigOp.OpType.DELETE))))
+                    .all().get(30, TimeUnit.SECONDS);
+            config = admin.describeConfigs(List.of(resource)).all()
+                    .get(30, TimeUnit.SECONDS).get(resource);
+            emit(new Json().put("step", "configs-reset")
+                    .put("retention_ms", config.get("retention.ms").value())
+                    .put("retention_source", config.get("retention.ms").source().name()));
+
+            TopicPartition tp = new TopicPartition(topic, 0);
+            long low = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(4)))
+                    .lowWatermarks().get(tp).get(30, TimeUnit.SECONDS).lowWatermark();
+            long earliest = admin.listOffsets(Map.of(tp, OffsetSpec.earliest())).partitionResult(tp)
+                    .get(30, TimeUnit.SECONDS).offset();
+            emit(new Json().put("step", "delete-records").put("low_watermark", low)
+                    .put("earliest", earliest));
+
+            int node = admin.describeCluster().nodes().get(30, TimeUnit.SECONDS)
+                    .iterator().next().id();
+            Map<String, LogDirDescription> dirs = admin.describeLogDirs(List.of(node))
+                    .allDescriptions().get(30, TimeUnit.SECONDS).get(node);
+            long size = -1;
+            long lag = -1;
+            for (LogDirDescription dir : dirs.values()) {
+                ReplicaInfo info = dir.replicaInfos().get(tp);
+                if (info != null) {
+                    size = info.size();
+                    lag = info.offsetLag();
+                }
+            }
+            emit(new Json().put("step", "log-dirs").put("dirs", dirs.size()).put("size", size)
+                    .put("offset_lag", lag));
+
+            String aclError = "none";
+            try {
+                admin.describeAcls(AclBindingFilter.ANY).values().get(30, TimeUnit.SECONDS);
+            } catch (java.util.concurrent.ExecutionException e) {
+                aclError = e.getCause().getClass().getSimpleName();
+            }
+            emit(new Json().put("step", "acls").put("error", aclError));
+
+            List<Json> producers = new ArrayList<>();
+            for (ProducerState state : admin.describeProducers(List.of(tp)).partitionResult(tp)
+                    .get(30, TimeUnit.SECONDS).activeProducers()) {
+                producers.add(new Json().put("producer_id", state.producerId())
+                        .put("producer_epoch", state.producerEpoch())
+                        .put("last_sequence", state.lastSequence()));
+            }
+            emit(new Json().put("step", "producers").put("active", producers));
+        }
+        emit(new Json().put("done", true));
     }
 
     // ------------------------------------------------------------------ produce-consume
