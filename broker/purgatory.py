@@ -39,8 +39,8 @@ Clock = Callable[[], int]
 
 #: Width of the timer's buckets. A task due at least one bucket ahead waits in an unordered
 #: bucket (O(1) schedule and cancel, no garbage); when the bucket's start time comes its tasks
-#: move into the exact heap. Most delayed operations (heartbeats, fetches) complete long before
-#: their deadline, so they never reach the heap.
+#: move into the exact heap. A member's DelayedHeartbeat is replaced seconds before its deadline,
+#: so heartbeats never reach the heap; short waits (a Fetch long-poll) go straight into it.
 BUCKET_MS = 1024
 
 # Rebuild the heap when cancelled entries are more than half of it (and at least this many).
@@ -130,6 +130,8 @@ class Timer:
 
     def schedule(self, task: TimerTask, deadline_ms: int) -> None:
         """Run ``task.run()`` at the first ``advance(now)`` with ``now >= deadline_ms``."""
+        if task._slot is not None:
+            raise ValueError(f"{task!r} is already scheduled")
         deadline_ms = int(deadline_ms)
         task.deadline_ms = deadline_ms
         heap = self._heap
