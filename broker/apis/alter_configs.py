@@ -71,25 +71,39 @@ def apply(broker, topic, configs: dict[str, str | None], validate_only: bool) ->
         broker.topics.alter_configs(topic.name, configs)
 
 
-def handle(broker, ctx, request, respond) -> None:
+def alter_each(broker, request, changes_for) -> list[tuple[ErrorCode, str | None]]:
+    """(error, message) per resource of an AlterConfigs or IncrementalAlterConfigs request:
+    ``changes_for(topic, configs)`` says what to set (None: back to the default); each resource
+    changes all or nothing."""
     twice = duplicates(request.resources)
-    results = []
+    answers = []
     for res in request.resources:
-        error, message = ErrorCode.NONE, None
         try:
             if (res.resource_type, res.resource_name) in twice:
                 raise ConfigError(ErrorCode.INVALID_REQUEST,
                                   "Each resource must appear at most once.")
             topic = check_resource(broker, res.resource_type, res.resource_name)
-            wanted: dict[str, str | None] = {}
-            for c in res.configs:
-                check_config(broker, c.name, c.value)
-                wanted[c.name] = c.value
-            changes = {name: None for name in topic.configs if name not in wanted}
-            changes.update(wanted)
-            apply(broker, topic, changes, request.validate_only)
+            apply(broker, topic, changes_for(topic, res.configs), request.validate_only)
+            answers.append((ErrorCode.NONE, None))
         except ConfigError as exc:
-            error, message = exc.error, exc.message
-        results.append(Result(error_code=error, error_message=message,
-                              resource_type=res.resource_type, resource_name=res.resource_name))
-    respond(AlterConfigsResponse(responses=results))
+            answers.append((exc.error, exc.message))
+    return answers
+
+
+def _whole_set(broker, topic, configs) -> dict[str, str | None]:
+    wanted: dict[str, str | None] = {}
+    for c in configs:
+        check_config(broker, c.name, c.value)
+        wanted[c.name] = c.value
+    changes: dict[str, str | None] = {name: None for name in topic.configs if name not in wanted}
+    changes.update(wanted)
+    return changes
+
+
+def handle(broker, ctx, request, respond) -> None:
+    answers = alter_each(broker, request, lambda topic, configs: _whole_set(broker, topic,
+                                                                           configs))
+    respond(AlterConfigsResponse(responses=[
+        Result(error_code=error, error_message=message, resource_type=res.resource_type,
+               resource_name=res.resource_name)
+        for res, (error, message) in zip(request.resources, answers)]))

@@ -18,6 +18,14 @@ PartitionData = FetchResponse.PartitionData
 EMPTY = b""
 
 
+def _error(index: int, error: ErrorCode, uncommitted: bool):
+    """A partition's error answer: as Kafka's, it carries no offsets (-1)."""
+    return PartitionData(partition_index=index, error_code=error, high_watermark=-1,
+                         last_stable_offset=-1, log_start_offset=-1,
+                         aborted_transactions=None if uncommitted else [],
+                         preferred_read_replica=-1, records=EMPTY)
+
+
 def read(broker, request) -> tuple[list, int, bool]:
     """Read every requested partition: (topic responses, record bytes, any partition error)."""
     topics = broker.topics
@@ -33,11 +41,7 @@ def read(broker, request) -> tuple[list, int, bool]:
             index = fp.partition
             if topic is None or not 0 <= index < len(topic.partitions):
                 errors = True
-                parts.append(PartitionData(
-                    partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-                    aborted_transactions=None if uncommitted else [],
-                    preferred_read_replica=-1, records=EMPTY))
+                parts.append(_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, uncommitted))
                 continue
             log = topic.partitions[index].log
             hw = log.log_end_offset
@@ -47,14 +51,9 @@ def read(broker, request) -> tuple[list, int, bool]:
                 limit = min(fp.partition_max_bytes, remaining)
                 records = log.read(fp.fetch_offset, limit, min_one_message=total == 0)
             except OffsetOutOfRange:
-                # as Kafka: the error answer carries no offsets (-1); the client resets with
-                # ListOffsets
+                # the client resets its position with ListOffsets
                 errors = True
-                parts.append(PartitionData(
-                    partition_index=index, error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
-                    high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-                    aborted_transactions=None if uncommitted else [],
-                    preferred_read_replica=-1, records=EMPTY))
+                parts.append(_error(index, ErrorCode.OFFSET_OUT_OF_RANGE, uncommitted))
                 continue
             size = len(records)
             total += size

@@ -5,7 +5,7 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import IncrementalAlterConfigsResponse
 
-from .alter_configs import ConfigError, apply, check_config, check_resource, duplicates
+from .alter_configs import ConfigError, alter_each, check_config
 
 NAME = "IncrementalAlterConfigs"
 VERSIONS = (0, 1)
@@ -49,18 +49,8 @@ def _changes(broker, topic, configs) -> dict[str, str | None]:
 
 
 def handle(broker, ctx, request, respond) -> None:
-    twice = duplicates(request.resources)
-    results = []
-    for res in request.resources:
-        error, message = ErrorCode.NONE, None
-        try:
-            if (res.resource_type, res.resource_name) in twice:
-                raise ConfigError(ErrorCode.INVALID_REQUEST,
-                                  "Each resource must appear at most once.")
-            topic = check_resource(broker, res.resource_type, res.resource_name)
-            apply(broker, topic, _changes(broker, topic, res.configs), request.validate_only)
-        except ConfigError as exc:
-            error, message = exc.error, exc.message
-        results.append(Result(error_code=error, error_message=message,
-                              resource_type=res.resource_type, resource_name=res.resource_name))
-    respond(IncrementalAlterConfigsResponse(responses=results))
+    answers = alter_each(broker, request, lambda topic, configs: _changes(broker, topic, configs))
+    respond(IncrementalAlterConfigsResponse(responses=[
+        Result(error_code=error, error_message=message, resource_type=res.resource_type,
+               resource_name=res.resource_name)
+        for res, (error, message) in zip(request.resources, answers)]))

@@ -24,7 +24,7 @@ from protocol.errors import ErrorCode
 from ..purgatory import DelayedOperation, DelayedOperationPurgatory, Timer
 from . import records as rec
 from .group import (COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY,
-                    PREPARING_REBALANCE, STABLE, GroupMetadata, GroupState, MemberMetadata,
+                    PREPARING_REBALANCE, STABLE, GroupMetadata, MemberMetadata,
                     OffsetAndMetadata)
 
 log = structlog.get_logger("broker.coordinator")

@@ -18,7 +18,6 @@ from protocol.errors import ErrorCode as E
 from protocol.messages import (
     AlterConfigsRequest,
     CreateAclsRequest,
-    CreateTopicsRequest,
     DeleteAclsRequest,
     DeleteRecordsRequest,
     DescribeAclsRequest,
@@ -35,6 +34,8 @@ from protocol.messages import (
 from protocol.records import SimpleRecord, build_batch
 from tests.support import RawClient, unique
 
+from . import topics
+
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 SOURCE_DYNAMIC_TOPIC, SOURCE_DEFAULT = 1, 5
@@ -48,24 +49,7 @@ def client(target):
 
 
 def create_topic(client: RawClient, partitions: int = 2) -> str:
-    name = unique("conformance-admin")
-    created = client.call(CreateTopicsRequest(
-        topics=[CreateTopicsRequest.CreatableTopic(name=name, num_partitions=partitions,
-                                                   replication_factor=1, assignments=[],
-                                                   configs=[])],
-        timeout_ms=30000), 5)
-    assert [t.error_code for t in created.topics] == [E.NONE], created
-    deadline = time.monotonic() + 30
-    while True:  # Kafka's broker learns of the topic from the controller a moment later
-        meta = client.call(MetadataRequest(
-            topics=[MetadataRequest.MetadataRequestTopic(name=name)],
-            allow_auto_topic_creation=False), 9)
-        t = meta.topics[0]
-        if (t.error_code == E.NONE and len(t.partitions) == partitions
-                and all(p.leader_id >= 0 for p in t.partitions)):
-            return name
-        assert time.monotonic() < deadline, f"topic {name} never appeared: {meta}"
-        time.sleep(0.1)
+    return topics.create_topic(client, unique("conformance-admin"), partitions)
 
 
 def node_id(client: RawClient) -> int:

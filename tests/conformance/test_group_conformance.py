@@ -22,7 +22,6 @@ import pytest
 
 from protocol.errors import ErrorCode as E
 from protocol.messages import (
-    CreateTopicsRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     HeartbeatRequest,
@@ -30,7 +29,6 @@ from protocol.messages import (
     JoinGroupResponse,
     LeaveGroupRequest,
     ListGroupsRequest,
-    MetadataRequest,
     OffsetCommitRequest,
     OffsetDeleteRequest,
     OffsetFetchRequest,
@@ -38,6 +36,8 @@ from protocol.messages import (
     SyncGroupResponse,
 )
 from tests.support import RawClient, unique
+
+from . import topics
 
 SESSION_MS = 10000
 REBALANCE_MS = 10000
@@ -96,26 +96,9 @@ def admin(connect) -> RawClient:
 def topic(target) -> str:
     """One 3-partition topic per broker, created once per session."""
     if target.name not in _TOPICS:
-        name = unique("conformance-topic")
         client = RawClient(target.port, client_id="conformance-admin")
         try:
-            created = client.call(CreateTopicsRequest(
-                topics=[CreateTopicsRequest.CreatableTopic(
-                    name=name, num_partitions=TOPIC_PARTITIONS, replication_factor=1,
-                    assignments=[], configs=[])],
-                timeout_ms=30000), 5)
-            assert [t.error_code for t in created.topics] == [E.NONE], created
-            deadline = time.monotonic() + 30
-            while True:  # Kafka's broker learns of the topic from the controller a moment later
-                meta = client.call(MetadataRequest(
-                    topics=[MetadataRequest.MetadataRequestTopic(name=name)],
-                    allow_auto_topic_creation=False), 9)
-                t = meta.topics[0]
-                if (t.error_code == E.NONE and len(t.partitions) == TOPIC_PARTITIONS
-                        and all(p.leader_id >= 0 for p in t.partitions)):
-                    break
-                assert time.monotonic() < deadline, f"topic {name} never appeared: {meta}"
-                time.sleep(0.1)
+            name = topics.create_topic(client, unique("conformance-topic"), TOPIC_PARTITIONS)
         finally:
             client.close()
         _TOPICS[target.name] = name

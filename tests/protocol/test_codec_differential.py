@@ -25,7 +25,6 @@ import importlib
 import inspect
 import io
 import pkgutil
-import uuid
 
 import pytest
 from hypothesis import given
