@@ -64,8 +64,9 @@ class Broker:
                  data_dir=self.config["log.dirs"] or "(in-memory)")
 
     def _schedule_log_maintenance(self) -> None:
-        """Kafka's periodic log tasks: retention (log.retention.check.interval.ms) and the
-        flusher for flush.ms, both run from the shared timer."""
+        """Kafka's periodic log tasks: retention (log.retention.check.interval.ms), the log
+        cleaner (log.cleaner.backoff.ms) and the flusher for flush.ms, run from the shared
+        timer."""
         retention_every = self.config["log.retention.check.interval.ms"]
 
         def retention() -> None:
@@ -80,7 +81,17 @@ class Broker:
             self.topics.logs.maybe_flush(self.clock())
             self.timer.call_later(flush_every, flush)
 
+        cleaner_every = self.config["log.cleaner.backoff.ms"]
+
+        def clean() -> None:
+            freed = self.topics.logs.compact(self.clock())
+            if freed:
+                log.info("log cleaner compacted logs", bytes=freed)
+            self.timer.call_later(cleaner_every, clean)
+
         self.timer.call_later(retention_every, retention)
+        if self.config["log.cleaner.enable"]:
+            self.timer.call_later(cleaner_every, clean)
         if flush_every > 0 and self.config["log.dirs"]:
             self.timer.call_later(flush_every, flush)
 

@@ -87,6 +87,13 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
             int(value)
         except (TypeError, ValueError):
             return f"Invalid value {value} for configuration {name}: Not a number of type LONG"
+    if name == "min.cleanable.dirty.ratio":
+        try:
+            ratio = float(value)
+        except (TypeError, ValueError):
+            return f"Invalid value {value} for configuration {name}: Not a number of type DOUBLE"
+        if not 0 <= ratio <= 1:
+            return f"Invalid value {value} for configuration {name}: Value must be between 0 and 1"
     if name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
         return f"Invalid value {value} for configuration {name}"
     if name == "cleanup.policy" and not {v for v in str(value).split(",") if v} <= {"delete",

@@ -333,11 +333,14 @@ def build_batch(records, *, base_offset: int = 0, compression: int = 0, timestam
                 base_sequence: int = NO_SEQUENCE,
                 partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
                 is_transactional: bool = False, is_control: bool = False,
-                log_append_time: int | None = None) -> bytes:
+                log_append_time: int | None = None, offset_deltas=None,
+                last_offset_delta: int | None = None) -> bytes:
     """Encode one magic-v2 record batch.
 
     `records` is a non-empty sequence of SimpleRecord or (key, value[, headers[, timestamp]])
-    tuples; headers are (str key, bytes-or-None value) pairs. Offsets are base_offset + index.
+    tuples; headers are (str key, bytes-or-None value) pairs. Offsets are base_offset + index,
+    or base_offset + offset_deltas[index] for the records a compaction kept (with
+    `last_offset_delta` keeping the batch's original last offset, as Kafka's cleaner does).
     The base timestamp is the first record's, the max timestamp the largest. With
     `log_append_time` the batch is LogAppendTime and every record's timestamp is that time, as
     Kafka's MemoryRecordsBuilder does.
@@ -357,7 +360,8 @@ def build_batch(records, *, base_offset: int = 0, compression: int = 0, timestam
     record = bytearray()
     base_timestamp = None
     max_timestamp = NO_TIMESTAMP
-    for offset_delta, item in enumerate(records):
+    for index, item in enumerate(records):
+        offset_delta = index if offset_deltas is None else offset_deltas[index]
         n = len(item)
         if not 2 <= n <= 4:
             raise ValueError(f"a record is (key, value[, headers[, timestamp]]), not {item!r}")
@@ -408,8 +412,8 @@ def build_batch(records, *, base_offset: int = 0, compression: int = 0, timestam
     buffer += body
     _HEADER.pack_into(
         buffer, 0, base_offset, len(buffer) - LOG_OVERHEAD, partition_leader_epoch, 2, 0,
-        attributes, count - 1, base_timestamp, max_timestamp, producer_id, producer_epoch,
-        base_sequence, count)
+        attributes, count - 1 if last_offset_delta is None else last_offset_delta, base_timestamp,
+        max_timestamp, producer_id, producer_epoch, base_sequence, count)
     _CRC.pack_into(buffer, CRC_OFFSET, crc32c(memoryview(buffer)[ATTRIBUTES_OFFSET:]))
     return bytes(buffer)
 

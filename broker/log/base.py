@@ -97,6 +97,9 @@ class LogConfig:
     flush_messages: int = LONG_MAX  # flush.messages (log.flush.interval.messages)
     flush_ms: int = LONG_MAX  # flush.ms (log.flush.interval.ms)
     cleanup_policy: str = "delete"  # cleanup.policy: "delete", "compact" or "compact,delete"
+    delete_retention_ms: int = 86_400_000  # delete.retention.ms: how long tombstones stay
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms: younger records are not compacted
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
 
     # Kafka's topic config key for each field, for from_topic_config / to_topic_config.
     KAFKA_KEYS: ClassVar[dict[str, str]] = {
@@ -108,6 +111,9 @@ class LogConfig:
         "flush_messages": "flush.messages",
         "flush_ms": "flush.ms",
         "cleanup_policy": "cleanup.policy",
+        "delete_retention_ms": "delete.retention.ms",
+        "min_compaction_lag_ms": "min.compaction.lag.ms",
+        "min_cleanable_dirty_ratio": "min.cleanable.dirty.ratio",
     }
 
     @classmethod
@@ -119,7 +125,12 @@ class LogConfig:
         for name, key in cls.KAFKA_KEYS.items():
             if configs is not None and key in configs and configs[key] is not None:
                 raw = configs[key]
-                values[name] = str(raw).strip() if name == "cleanup_policy" else int(raw)
+                if name == "cleanup_policy":
+                    values[name] = str(raw).strip()
+                elif name == "min_cleanable_dirty_ratio":
+                    values[name] = float(raw)
+                else:
+                    values[name] = int(raw)
         return cls(**values)
 
     def to_topic_config(self) -> dict[str, str]:
@@ -129,6 +140,11 @@ class LogConfig:
     def delete_enabled(self) -> bool:
         """Time/size retention applies only when cleanup.policy contains "delete"."""
         return "delete" in (p.strip() for p in self.cleanup_policy.split(","))
+
+    @property
+    def compact_enabled(self) -> bool:
+        """The log cleaner keeps only the last record of each key (cleanup.policy compact)."""
+        return "compact" in (p.strip() for p in self.cleanup_policy.split(","))
 
 
 
@@ -368,6 +384,11 @@ class PartitionLog(abc.ABC):
         """Delete the oldest data breaching retention.ms / retention.bytes (only when
         cleanup.policy contains "delete"), plus storage wholly below the log start offset.
         Returns the number of bytes deleted."""
+
+    def compact(self, now_ms: int | None = None) -> int:
+        """Kafka's log cleaner for cleanup.policy=compact; returns the bytes freed. Only the
+        in-memory log compacts so far: segment files are left as they are."""
+        return 0
 
     def maybe_flush(self, now_ms: int | None = None) -> bool:
         """Apply flush.ms from a periodic task (Kafka's log flusher). Returns True if flushed."""

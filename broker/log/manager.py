@@ -191,6 +191,12 @@ class LogManager:
         now = self._clock() if now_ms is None else now_ms
         return sum(log.apply_retention(now) for log in list(self._logs.values()))
 
+    def compact(self, now_ms: int | None = None) -> int:
+        """Kafka's log cleaner pass over the compacted logs: returns bytes freed."""
+        now = self._clock() if now_ms is None else now_ms
+        return sum(log.compact(now) for log in list(self._logs.values())
+                   if log.config.compact_enabled)
+
     def maybe_flush(self, now_ms: int | None = None) -> int:
         """Kafka's log flusher for flush.ms: returns how many logs were fsynced."""
         now = self._clock() if now_ms is None else now_ms

@@ -15,7 +15,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Callable
 
-from protocol.records import RecordBatch
+from protocol.records import RecordBatch, build_batch
 
 from .base import (
     NO_TIMESTAMP,
@@ -29,6 +29,18 @@ from .base import (
 )
 
 __all__ = ["MemoryLog"]
+
+
+def _rebuild(batch: RecordBatch, kept: list) -> bytes:
+    """The batch with only ``kept`` of its records, same offsets and producer fields."""
+    log_append_time = batch.max_timestamp if batch.timestamp_type == 1 else None
+    return build_batch(
+        [(r.key, r.value, r.headers, r.timestamp) for r in kept], base_offset=batch.base_offset,
+        compression=batch.compression, log_append_time=log_append_time,
+        producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence, partition_leader_epoch=batch.partition_leader_epoch,
+        is_transactional=batch.is_transactional, offset_deltas=[r.offset_delta for r in kept],
+        last_offset_delta=batch.last_offset_delta)
 
 
 class MemoryLog(PartitionLog):
@@ -49,6 +61,7 @@ class MemoryLog(PartitionLog):
         self._stream_end = 0  # virtual byte position after the last batch
         self._max_cache: tuple[int, int] | None = None  # (max timestamp, base offset of its batch)
         self._closed = False
+        self._cleaned_to = start_offset  # compaction cleaned the batches below this offset
 
     # --- offsets ---
 
@@ -110,6 +123,10 @@ class MemoryLog(PartitionLog):
             return b""
         positions = self._positions
         first = bisect_right(self._bases, offset) - 1
+        if first < 0 or RecordBatch(self._views[first]).last_offset < offset:
+            first += 1  # offset fell in a gap compaction left: read from the next batch
+            if first == len(positions):
+                return b""
         limit = positions[first] + max_bytes
         after = bisect_right(positions, limit, first)  # batches first..after-1 start within limit
         count = len(positions)
@@ -240,6 +257,84 @@ class MemoryLog(PartitionLog):
                     n += 1
                 freed += self._drop_front(n)
         freed += self._drop_front(self._breached_by_start())
+        return freed
+
+    # --- compaction ---
+
+    def _batch_time(self, i: int, now: int) -> int:
+        ts = self._max_ts[i]
+        return ts if ts >= 0 else self._retention_ts.get(self._bases[i], now)
+
+    def compact(self, now_ms: int | None = None) -> int:
+        """Kafka's log cleaner: in the cleanable part of the log (every batch but the last,
+        and none younger than min.compaction.lag.ms) keep only the last record of each key;
+        drop tombstones older than delete.retention.ms. Offsets do not change: a batch keeps
+        its base and last offset (consumers skip the gaps, as on Kafka). Runs when the part
+        appended since the last cleaning is at least min.cleanable.dirty.ratio of it. Returns
+        the bytes freed."""
+        config = self.config
+        bases = self._bases
+        if not config.compact_enabled or len(bases) < 2:
+            return 0
+        now = self._clock() if now_ms is None else now_ms
+        end = len(bases) - 1
+        lag = config.min_compaction_lag_ms
+        if lag > 0:
+            n = 0
+            while n < end and self._batch_time(n, now) <= now - lag:
+                n += 1
+            end = n
+        dirty_from = bisect_left(bases, self._cleaned_to, 0, end)
+        if end == 0 or dirty_from >= end:
+            return 0
+        positions = self._positions
+        cleanable = positions[end] - positions[0]
+        if (positions[end] - positions[dirty_from]) < config.min_cleanable_dirty_ratio * cleanable:
+            return 0
+        batches = [RecordBatch(self._views[i]) for i in range(end)]
+        decoded = [None if b.is_control else list(b.records()) for b in batches]
+        latest: dict[bytes, int] = {}
+        for records in decoded:
+            for r in records or ():
+                if r.key is not None:
+                    latest[r.key] = r.offset
+        tombstone_horizon = now - config.delete_retention_ms
+        kept_views = []
+        for i, (batch, records) in enumerate(zip(batches, decoded)):
+            view = self._views[i]
+            if records is not None:
+                old = self._batch_time(i, now) <= tombstone_horizon
+                kept = [r for r in records if r.key is None or (
+                    latest[r.key] == r.offset and not (r.value is None and old))]
+                if not kept:
+                    continue
+                if len(kept) < len(records):
+                    view = memoryview(_rebuild(batch, kept))
+            if len(view.obj) != len(view):
+                view = memoryview(bytes(view))  # its own bytes: the shared buffer can go
+            kept_views.append(view)
+        freed = cleanable - sum(len(v) for v in kept_views)
+        rest = slice(end, None)
+        views = kept_views + self._views[rest]
+        self._bases = [RecordBatch(v).base_offset for v in views]
+        self._views = views
+        position = positions[0]
+        self._positions = []
+        for v in views:
+            self._positions.append(position)
+            position += len(v)
+        self._stream_end = position
+        self._max_ts = [RecordBatch(v).max_timestamp for v in views]
+        running, high = [], NO_TIMESTAMP
+        for ts in self._max_ts:
+            high = max(high, ts)
+            running.append(high)
+        self._running_max = running
+        if self._retention_ts:
+            survivors = set(self._bases)
+            self._retention_ts = {b: t for b, t in self._retention_ts.items() if b in survivors}
+        self._max_cache = None
+        self._cleaned_to = bases[end]
         return freed
 
     def flush(self) -> None:
