@@ -325,3 +325,44 @@ def test_100k_watched_members_memory_and_cleanup(clock, timer):
     assert len(timer._heap) <= 2 * 1024        # cancelled entries were compacted away
     assert sum(1 for op in ops if op.log[-1][0] == "expired") == n // 2
     assert all(len(op.log) in (1, 2) for op in ops)
+
+
+# --------------------------------------------------------------------------- replace
+
+def test_replace_hands_the_watch_over_like_complete_then_watch(clock, timer):
+    purgatory = DelayedOperationPurgatory("p", timer)
+    log = []
+    old = Op(100, log=log)
+    purgatory.try_complete_else_watch(old, ["member"])
+    new = Op(200, log=log)
+    assert purgatory.replace(old, new, "member") is False
+    assert log == [("complete", old)] and old.completed and not new.completed
+    assert purgatory.watched("member") == [new] and purgatory.waiting == 1 and len(timer) == 1
+    assert purgatory.waiting_by_kind() == {"test": 1}
+    clock.now = 200
+    timer.advance()
+    assert log == [("complete", old), ("complete", new), ("expired", new)]
+    assert purgatory.waiting == 0 and purgatory.num_keys() == 0 and len(timer) == 0
+
+
+def test_replace_with_a_ready_operation_completes_it_at_once(timer):
+    purgatory = DelayedOperationPurgatory("p", timer)
+    old = Op(100)
+    purgatory.try_complete_else_watch(old, ["member"])
+    new = Op(100, ready=True)
+    assert purgatory.replace(old, new, "member") is True
+    assert old.completed and new.completed
+    assert purgatory.waiting == 0 and purgatory.num_keys() == 0 and len(timer) == 0
+
+
+def test_replace_falls_back_when_the_key_is_shared_or_old_is_gone(timer):
+    purgatory = DelayedOperationPurgatory("p", timer)
+    a, b = Op(100), Op(100)
+    purgatory.try_complete_else_watch(a, ["k"])
+    purgatory.try_complete_else_watch(b, ["k"])
+    c = Op(100)
+    assert purgatory.replace(a, c, "k") is False       # two watch "k": the general path
+    assert a.completed and set(purgatory.watched("k")) == {b, c} and purgatory.waiting == 2
+    d = Op(100)
+    assert purgatory.replace(None, d, "other") is False
+    assert purgatory.watched("other") == [d] and purgatory.waiting == 3

@@ -439,14 +439,11 @@ class GroupCoordinatorShard:
         now + session timeout. A member has at most one at any time."""
         now = self.clock()
         member.latest_heartbeat = now
-        current = member.heartbeat_op
-        if current is not None and not current.completed:
-            # the heartbeat just moved latest_heartbeat on, so the old operation's try_complete
-            # holds (or it is the same millisecond, and it is replaced all the same)
-            current.force_complete()
+        # the heartbeat just moved latest_heartbeat on, so the old operation's try_complete
+        # holds (or it is the same millisecond, and it is replaced all the same)
         op = DelayedHeartbeat(self, group, member, now + member.session_timeout_ms)
-        member.heartbeat_op = op
-        self.heartbeat_purgatory.try_complete_else_watch(op, (member,))
+        current, member.heartbeat_op = member.heartbeat_op, op
+        self.heartbeat_purgatory.replace(current, op, member)
 
     def _on_expire_heartbeat(self, group: GroupMetadata, member: MemberMetadata,
                              op: DelayedHeartbeat) -> None:
