@@ -91,6 +91,7 @@ def test_confluent_delete_records_past_the_high_watermark_is_refused(broker, adm
     assert earliest(broker, topic, 0) == 3
 
 
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
 def test_alter_configs_replaces_the_explicit_set(broker, admin, confluent_admin):
     """confluent-kafka's alter_configs sends the legacy AlterConfigs as it is (kafka-python
     merges the current configs in first, so it could not show this)."""
