@@ -12,6 +12,7 @@ index.interval.bytes and the flush settings do not apply.
 """
 from __future__ import annotations
 
+import logging
 from bisect import bisect_left, bisect_right
 from typing import Callable
 
@@ -29,6 +30,15 @@ from .base import (
 )
 
 __all__ = ["MemoryLog"]
+
+
+logger = logging.getLogger("broker.log")
+
+#: The most a compaction pass reads. A pass decodes every record it cleans on the event loop
+#: (about 40 ms per MiB here), so a larger compacted log is left as it is rather than pausing
+#: the broker. __consumer_offsets stays far below this: cleaned every log.cleaner.backoff.ms,
+#: it holds little more than one record per group and partition.
+MAX_PASS_BYTES = 4 * 1024 * 1024
 
 
 def _rebuild(batch: RecordBatch, kept: list) -> bytes:
@@ -62,6 +72,7 @@ class MemoryLog(PartitionLog):
         self._max_cache: tuple[int, int] | None = None  # (max timestamp, base offset of its batch)
         self._closed = False
         self._cleaned_to = start_offset  # compaction cleaned the batches below this offset
+        self._too_large_to_clean = False  # warned once that compaction skips this log
 
     # --- offsets ---
 
@@ -290,6 +301,13 @@ class MemoryLog(PartitionLog):
         positions = self._positions
         cleanable = positions[end] - positions[0]
         if (positions[end] - positions[dirty_from]) < config.min_cleanable_dirty_ratio * cleanable:
+            return 0
+        if cleanable > MAX_PASS_BYTES:
+            if not self._too_large_to_clean:
+                self._too_large_to_clean = True
+                logger.warning("compacted log of %d bytes is too large for an in-memory "
+                               "cleaning pass (at most %d); it is left uncompacted",
+                               cleanable, MAX_PASS_BYTES)
             return 0
         batches = [RecordBatch(self._views[i]) for i in range(end)]
         decoded = [None if b.is_control else list(b.records()) for b in batches]

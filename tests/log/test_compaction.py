@@ -127,3 +127,13 @@ def test_control_batches_and_producer_fields_are_kept(clock):
     assert first.last_offset == 1 and [r.offset for r in first.records()] == [1]
     control = RecordBatch(log.read(2, 1 << 20))
     assert control.is_control and control.base_offset == 2
+
+
+def test_a_log_too_large_for_one_pass_is_left_alone(clock, monkeypatch):
+    from broker.log import memory
+    monkeypatch.setattr(memory, "MAX_PASS_BYTES", 200)
+    clock.now = NOW
+    log = compacted_log(clock)
+    for i in range(5):
+        append(log, (b"a", b"%d" % i))
+    assert log.compact() == 0 and len(read_all(log)) == 5
