@@ -10,6 +10,7 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -112,26 +113,37 @@ public final class ClientScenarios {
      * records, read log dir sizes, list ACLs (no authorizer: SecurityDisabledException) and
      * describe the producers of a partition. One JSON line per step.
      */
-    static void admin(String bootstrap, String topic) throws Exception {
+    static void admin(String bootstrap, String topic) {
         Properties props = new Properties();
         props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 30_000);
+        String step = "create-topic";
         try (Admin admin = Admin.create(props)) {
             admin.createTopics(List.of(new NewTopic(topic, PARTITIONS, (short) 1)))
                     .all().get(30, TimeUnit.SECONDS);
+
+            step = "produced";
             Properties producerProps = new Properties();
             producerProps.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
             producerProps.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
             producerProps.put(ProducerConfig.ACKS_CONFIG, "all");
+            producerProps.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 30_000);
+            producerProps.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, 10_000);
+            long lastOffset = -1;
             try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps,
                     new ByteArraySerializer(), new ByteArraySerializer())) {
+                List<Future<RecordMetadata>> sends = new ArrayList<>();
                 for (int i = 0; i < 10; i++) {
-                    producer.send(new ProducerRecord<>(topic, 0, null,
-                            ("admin-" + i).getBytes(StandardCharsets.UTF_8)));
+                    sends.add(producer.send(new ProducerRecord<>(topic, 0, null,
+                            ("admin-" + i).getBytes(StandardCharsets.UTF_8))));
                 }
-                producer.flush();
+                for (Future<RecordMetadata> send : sends) {
+                    lastOffset = send.get(30, TimeUnit.SECONDS).offset();
+                }
             }
-            emit(new Json().put("step", "produced"));
+            emit(new Json().put("step", step).put("last_offset", lastOffset));
 
+            step = "configs";
             ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
             admin.incrementalAlterConfigs(Map.of(resource, List.of(
                     new AlterConfigOp(new ConfigEntry("retention.ms", "3600000"),
@@ -141,28 +153,32 @@ public final class ClientScenarios {
                     .all().get(30, TimeUnit.SECONDS);
             Config config = admin.describeConfigs(List.of(resource)).all()
                     .get(30, TimeUnit.SECONDS).get(resource);
-            emit(new Json().put("step", "configs")
+            emit(new Json().put("step", step)
                     .put("retention_ms", config.get("retention.ms").value())
                     .put("retention_source", config.get("retention.ms").source().name())
                     .put("cleanup_policy", config.get("cleanup.policy").value()));
+
+            step = "configs-reset";
             admin.incrementalAlterConfigs(Map.of(resource, List.of(
                     new AlterConfigOp(new ConfigEntry("retention.ms", null),
                             AlterConfigOp.OpType.DELETE))))
                     .all().get(30, TimeUnit.SECONDS);
             config = admin.describeConfigs(List.of(resource)).all()
                     .get(30, TimeUnit.SECONDS).get(resource);
-            emit(new Json().put("step", "configs-reset")
+            emit(new Json().put("step", step)
                     .put("retention_ms", config.get("retention.ms").value())
                     .put("retention_source", config.get("retention.ms").source().name()));
 
+            step = "delete-records";
             TopicPartition tp = new TopicPartition(topic, 0);
             long low = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(4)))
                     .lowWatermarks().get(tp).get(30, TimeUnit.SECONDS).lowWatermark();
             long earliest = admin.listOffsets(Map.of(tp, OffsetSpec.earliest())).partitionResult(tp)
                     .get(30, TimeUnit.SECONDS).offset();
-            emit(new Json().put("step", "delete-records").put("low_watermark", low)
+            emit(new Json().put("step", step).put("low_watermark", low)
                     .put("earliest", earliest));
 
+            step = "log-dirs";
             int node = admin.describeCluster().nodes().get(30, TimeUnit.SECONDS)
                     .iterator().next().id();
             Map<String, LogDirDescription> dirs = admin.describeLogDirs(List.of(node))
@@ -176,17 +192,19 @@ public final class ClientScenarios {
                     lag = info.offsetLag();
                 }
             }
-            emit(new Json().put("step", "log-dirs").put("dirs", dirs.size()).put("size", size)
+            emit(new Json().put("step", step).put("dirs", dirs.size()).put("size", size)
                     .put("offset_lag", lag));
 
+            step = "acls";
             String aclError = "none";
             try {
                 admin.describeAcls(AclBindingFilter.ANY).values().get(30, TimeUnit.SECONDS);
-            } catch (java.util.concurrent.ExecutionException e) {
+            } catch (ExecutionException e) {
                 aclError = e.getCause().getClass().getSimpleName();
             }
-            emit(new Json().put("step", "acls").put("error", aclError));
+            emit(new Json().put("step", step).put("error", aclError));
 
+            step = "producers";
             List<Json> producers = new ArrayList<>();
             for (ProducerState state : admin.describeProducers(List.of(tp)).partitionResult(tp)
                     .get(30, TimeUnit.SECONDS).activeProducers()) {
@@ -194,7 +212,15 @@ public final class ClientScenarios {
                         .put("producer_epoch", state.producerEpoch())
                         .put("last_sequence", state.lastSequence()));
             }
-            emit(new Json().put("step", "producers").put("active", producers));
+            emit(new Json().put("step", step).put("active", producers));
+        } catch (Exception e) {
+            // the failing call's own exception, not the ExecutionException wrapping it
+            Throwable cause = e instanceof ExecutionException && e.getCause() != null
+                    ? e.getCause() : e;
+            cause.printStackTrace();
+            emit(new Json().put("step", step)
+                    .put("error", cause.getClass().getName() + ": " + cause.getMessage()));
+            System.exit(1);
         }
         emit(new Json().put("done", true));
     }
