@@ -67,33 +67,31 @@ class Broker:
         """Kafka's periodic log tasks: retention (log.retention.check.interval.ms), the log
         cleaner (log.cleaner.backoff.ms) and the flusher for flush.ms, run from the shared
         timer."""
-        retention_every = self.config["log.retention.check.interval.ms"]
+        logs = self.topics.logs
 
         def retention() -> None:
-            deleted = self.topics.logs.apply_retention(self.clock())
+            deleted = logs.apply_retention(self.clock())
             if deleted:
                 log.info("retention deleted old log data", bytes=deleted)
-            self.timer.call_later(retention_every, retention)
-
-        flush_every = self.config["log.flush.interval.ms"]
-
-        def flush() -> None:
-            self.topics.logs.maybe_flush(self.clock())
-            self.timer.call_later(flush_every, flush)
-
-        cleaner_every = self.config["log.cleaner.backoff.ms"]
 
         def clean() -> None:
-            freed = self.topics.logs.compact(self.clock())
+            freed = logs.compact(self.clock())
             if freed:
                 log.info("log cleaner compacted logs", bytes=freed)
-            self.timer.call_later(cleaner_every, clean)
 
-        self.timer.call_later(retention_every, retention)
+        self._every(self.config["log.retention.check.interval.ms"], retention)
         if self.config["log.cleaner.enable"]:
-            self.timer.call_later(cleaner_every, clean)
+            self._every(self.config["log.cleaner.backoff.ms"], clean)
+        flush_every = self.config["log.flush.interval.ms"]
         if flush_every > 0 and self.config["log.dirs"]:
-            self.timer.call_later(flush_every, flush)
+            self._every(flush_every, lambda: logs.maybe_flush(self.clock()))
+
+    def _every(self, interval_ms: int, task) -> None:
+        """Run ``task`` every ``interval_ms`` on the shared timer."""
+        def run() -> None:
+            task()
+            self.timer.call_later(interval_ms, run)
+        self.timer.call_later(interval_ms, run)
 
     def on_topic_created(self, topic, reason: str) -> None:
         log.info("topic created", topic=topic.name, partitions=len(topic.partitions),

@@ -416,29 +416,22 @@ class DelayedOperationPurgatory:
 
     def replace(self, old: DelayedOperation | None, new: DelayedOperation, key: Hashable) -> bool:
         """Complete ``old`` if it still waits, then watch ``new`` under ``key``: the same as
-        ``old.force_complete()`` followed by ``try_complete_else_watch(new, (key,))``, in one
-        step when ``old`` is the only operation watching ``key`` (a member's DelayedHeartbeat
-        handing over to the next one, seed 004). Returns what try_complete_else_watch does."""
+        ``old.force_complete()`` followed by ``try_complete_else_watch(new, (key,))``. When
+        ``old`` is the only operation watching ``key`` and has nothing to do on completion (a
+        member's DelayedHeartbeat handing over to the next one, seed 004), its watch slot and
+        waiting count pass to ``new`` in one step. Returns what try_complete_else_watch does."""
         watchers = self._watchers
         if (old is None or old.completed or old._purgatory is not self or old._keys is not key
+                or type(old).on_complete is not DelayedOperation.on_complete
                 or old.kind != new.kind or watchers.get(key) is not old
                 or new.completed or new._purgatory is not None):
             if old is not None:
                 old.force_complete()
             return self.try_complete_else_watch(new, (key,))
-        # old completes; its watch slot and waiting count pass to new unless new completes now
         old.completed = True
         old._purgatory = None
         old._keys = None
         self.timer.cancel(old)
-        old.on_complete()
-        if watchers.get(key) is not old or new._purgatory is not None:
-            # on_complete changed what watches the key: the general path, slot by slot
-            if watchers.get(key) is old:
-                del watchers[key]
-            self._waiting -= 1
-            self._waiting_by_kind[old.kind] -= 1
-            return self.try_complete_else_watch(new, (key,))
         if new.try_complete() or new.completed:
             del watchers[key]
             self._waiting -= 1

@@ -215,8 +215,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 req = Request(self, handler, None, header, received)
                 req.api_version = 0
                 self.pending.append(req)
-                self._complete(req, [response_header(header.correlation_id, 0, len(body)),
-                                          body], None)
+                header_bytes = response_header(header.correlation_id, 0, len(body))
+                self._complete(req, [header_bytes, body], None)
                 return
             self.close(f"unsupported version {version} of {handler.name} (api key "
                        f"{header.api_key}; we serve {handler.min_version}-{handler.max_version})")

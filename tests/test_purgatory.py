@@ -366,3 +366,37 @@ def test_replace_falls_back_when_the_key_is_shared_or_old_is_gone(timer):
     d = Op(100)
     assert purgatory.replace(None, d, "other") is False
     assert purgatory.watched("other") == [d] and purgatory.waiting == 3
+
+
+def test_replace_hands_the_slot_over_in_one_step_when_old_has_no_on_complete(clock, timer):
+    """The heartbeat case: the old operation does nothing on completion, so its watch slot and
+    waiting count pass straight to the new one; the outcome is the same as complete + watch."""
+    class Liveness(DelayedOperation):
+        kind = "heartbeat"
+
+        def __init__(self, deadline, ready=False, log=None):
+            super().__init__(0, deadline)
+            self.ready, self.log = ready, log
+
+        def try_complete(self):
+            return self.ready
+
+        def on_expiration(self):
+            self.log.append(self)
+
+    expired = []
+    purgatory = DelayedOperationPurgatory("p", timer)
+    old = Liveness(100, log=expired)
+    purgatory.try_complete_else_watch(old, ["member"])
+    new = Liveness(300, log=expired)
+    assert purgatory.replace(old, new, "member") is False
+    assert old.completed and not old.active and new.active
+    assert purgatory.watched("member") == [new] and purgatory.waiting == 1 and len(timer) == 1
+    assert purgatory.waiting_by_kind() == {"heartbeat": 1}
+    ready = Liveness(500, ready=True, log=expired)
+    assert purgatory.replace(new, ready, "member") is True
+    assert new.completed and ready.completed
+    assert purgatory.waiting == 0 and purgatory.num_keys() == 0 and len(timer) == 0
+    clock.now = 1000
+    timer.advance()
+    assert expired == []

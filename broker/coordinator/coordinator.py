@@ -150,10 +150,7 @@ class GroupCoordinator:
         return partition
 
     def shard_for(self, group_id: str) -> GroupCoordinatorShard:
-        return self.shards[self.partition_for(group_id)]
-
-    def _shard(self, group_id: str) -> GroupCoordinatorShard:
-        """shard_for on the per-request path: one dict lookup for a group seen before."""
+        """On every group request: one dict lookup for a group seen before."""
         partition = self._partitions.get(group_id)
         if partition is None:
             partition = self.partition_for(group_id)
@@ -275,7 +272,7 @@ class GroupCoordinator:
         if not request.group_id:
             error = E.INVALID_GROUP_ID
         else:
-            shard = self._shard(request.group_id)
+            shard = self.shard_for(request.group_id)
             # while loading, answer blindly (as Kafka does): the member is not known yet
             error = E.NONE if shard.loading else shard.heartbeat(request, api_version)
         respond(m.HeartbeatResponse(error_code=error))

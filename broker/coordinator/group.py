@@ -250,12 +250,19 @@ class GroupMetadata:
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
         self._forget_pending(member_id)
-        pending_sync = self.pending_sync_members
-        if member_id in pending_sync:
-            pending_sync.discard(member_id)
-            if not pending_sync:
-                pending_sync.clear()
+        self.discard_pending_sync(member_id)
         return member
+
+    def discard_pending_sync(self, member_id: str) -> bool:
+        """Drop a member from the members yet to SyncGroup; True if it was the last one."""
+        pending_sync = self.pending_sync_members
+        if member_id not in pending_sync:
+            return False
+        pending_sync.discard(member_id)
+        if pending_sync:
+            return False
+        pending_sync.clear()  # frees the table discard leaves behind
+        return True
 
     def update_member(self, member: MemberMetadata, protocols: tuple[tuple[str, bytes], ...],
                       rebalance_timeout_ms: int, session_timeout_ms: int,

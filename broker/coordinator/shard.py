@@ -567,11 +567,8 @@ class GroupCoordinatorShard:
         self.rebalance_purgatory.complete_all(sync_key(group.group_id))
 
     def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
-        if member_id in group.pending_sync_members:
-            group.pending_sync_members.discard(member_id)
-            if not group.pending_sync_members:
-                group.pending_sync_members.clear()  # frees the table discard leaves behind
-                self.rebalance_purgatory.check_and_complete(sync_key(group.group_id))
+        if group.discard_pending_sync(member_id):
+            self.rebalance_purgatory.check_and_complete(sync_key(group.group_id))
 
     def _on_expire_pending_sync(self, group: GroupMetadata, generation_id: int) -> None:
         if self.groups.get(group.group_id) is not group or generation_id != group.generation_id:

@@ -334,20 +334,18 @@ class MemoryLog(PartitionLog):
         freed = cleanable - sum(len(v) for v in kept_views)
         rest = slice(end, None)
         views = kept_views + self._views[rest]
-        self._bases = [RecordBatch(v).base_offset for v in views]
         self._views = views
-        position = positions[0]
-        self._positions = []
+        self._bases, self._positions, self._max_ts, self._running_max = [], [], [], []
+        position, high = positions[0], NO_TIMESTAMP
         for v in views:
+            batch = RecordBatch(v)
+            self._bases.append(batch.base_offset)
             self._positions.append(position)
+            self._max_ts.append(batch.max_timestamp)
+            high = max(high, batch.max_timestamp)
+            self._running_max.append(high)
             position += len(v)
         self._stream_end = position
-        self._max_ts = [RecordBatch(v).max_timestamp for v in views]
-        running, high = [], NO_TIMESTAMP
-        for ts in self._max_ts:
-            high = max(high, ts)
-            running.append(high)
-        self._running_max = running
         if self._retention_ts:
             survivors = set(self._bases)
             self._retention_ts = {b: t for b, t in self._retention_ts.items() if b in survivors}
