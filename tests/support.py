@@ -223,3 +223,18 @@ def wait_until(condition, timeout: float, interval: float = 0.1, message: str = 
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+
+
+def subscribe_with_metadata(consumer, topics: list[str], timeout: float = 30.0, **kwargs) -> None:
+    """Subscribe a kafka-python consumer and load the topics' metadata before its first join.
+
+    kafka-python 3.0.12 can lose a rejoin: a leader that assigned before its metadata listener
+    saw the topics rejoins when the metadata arrives; if poll()'s timeout ends while that
+    JoinGroup/SyncGroup is in flight, need_rejoin() turns false (its assignment snapshot now
+    matches) and the finished join is never collected, so the member stays REBALANCING with
+    heartbeats off until the coordinator expires it. A metadata update after subscribe() and
+    before the first poll() makes the first assignment the final one.
+    """
+    consumer.subscribe(topics, **kwargs)
+    wait_until(lambda: set(topics) <= consumer.topics(), timeout,
+               message=f"metadata of {topics}")

@@ -31,6 +31,8 @@ def on_sigterm(signum, frame) -> None:
 
 def run_kafka_python(args) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer
+
+    from tests.support import subscribe_with_metadata
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
     from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
@@ -50,7 +52,7 @@ def run_kafka_python(args) -> None:
         partition_assignment_strategy=[assignors[args.assignor]],
         session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=1000,
         group_instance_id=args.instance_id)
-    consumer.subscribe([args.topic], listener=Listener())
+    subscribe_with_metadata(consumer, [args.topic], listener=Listener())
     while not stopping:
         batches = consumer.poll(timeout_ms=200)
         for records in batches.values():

@@ -29,8 +29,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import ROOT, BrokerProcess, GroupMember, RawClient, free_port, unique, \
-    wait_until
+from tests.support import ROOT, BrokerProcess, GroupMember, RawClient, free_port, \
+    subscribe_with_metadata, unique, wait_until
 
 DOCKERFILE = os.path.join(ROOT, "Dockerfile")
 COMPOSE_FILE = os.path.join(ROOT, "docker-compose.yml")
@@ -630,7 +630,7 @@ def test_sigterm_during_client_traffic_exits_cleanly_and_keeps_acknowledged_data
         consumer = KafkaConsumer(bootstrap_servers=proc.bootstrap, group_id=group,
                                  enable_auto_commit=False, auto_offset_reset="earliest",
                                  heartbeat_interval_ms=500, request_timeout_ms=5000)
-        consumer.subscribe([topic])
+        subscribe_with_metadata(consumer, [topic])
         while not stop.is_set():
             try:
                 batches = consumer.poll(timeout_ms=100)

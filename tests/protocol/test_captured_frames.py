@@ -11,7 +11,7 @@ import pytest
 
 from protocol.framing import read_request_header, read_response_header
 from protocol.messages import APIS
-from tests.support import BrokerProcess, unique
+from tests.support import BrokerProcess, subscribe_with_metadata, unique
 
 
 class RecordingProxy:
@@ -89,8 +89,9 @@ def drive_clients(bootstrap: str) -> None:
         producer.send(topic, key=b"k%d" % i, value=b"v%d" % i, headers=[("h", b"x")])
     producer.flush()
     producer.close()
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=unique("cap-kp"),
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=unique("cap-kp"),
                              auto_offset_reset="earliest", consumer_timeout_ms=1500)
+    subscribe_with_metadata(consumer, [topic])
     assert len(list(consumer)) == 20
     consumer.commit()
     consumer.close()
