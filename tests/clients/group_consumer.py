@@ -31,6 +31,7 @@ def on_sigterm(signum, frame) -> None:
 
 def run_kafka_python(args) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer
+    from kafka.errors import CommitFailedError, RebalanceInProgressError
 
     from tests.support import subscribe_with_metadata
     from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -59,13 +60,17 @@ def run_kafka_python(args) -> None:
             for r in records:
                 emit(event="record", p=r.partition, o=r.offset, v=r.value.decode())
         if batches:
-            consumer.commit()
+            try:
+                consumer.commit()
+            except (CommitFailedError, RebalanceInProgressError) as e:
+                emit(event="commit-failed", error=repr(e))  # a rebalance overtook it
+                continue
             emit(event="committed")
     consumer.close()
 
 
 def run_confluent(args) -> None:
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaException
     strategies = {"range": "range", "roundrobin": "roundrobin",
                   "cooperative-sticky": "cooperative-sticky"}
     config = {"bootstrap.servers": args.bootstrap, "group.id": args.group,
@@ -96,13 +101,18 @@ def run_confluent(args) -> None:
             got = True
             emit(event="record", p=msg.partition(), o=msg.offset(), v=msg.value().decode())
         if got:
-            consumer.commit(asynchronous=False)
+            try:
+                consumer.commit(asynchronous=False)
+            except KafkaException as e:  # e.g. REBALANCE_IN_PROGRESS: a rebalance overtook it
+                emit(event="commit-failed", error=str(e))
+                continue
             emit(event="committed")
     consumer.close()
 
 
 def run_aiokafka(args) -> None:
     from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+    from aiokafka.errors import CommitFailedError, RebalanceInProgressError
     from aiokafka.coordinator.assignors.range import RangePartitionAssignor
     from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
     from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
@@ -131,7 +141,11 @@ def run_aiokafka(args) -> None:
                 for r in records:
                     emit(event="record", p=r.partition, o=r.offset, v=r.value.decode())
             if batches:
-                await consumer.commit()
+                try:
+                    await consumer.commit()
+                except (CommitFailedError, RebalanceInProgressError) as e:
+                    emit(event="commit-failed", error=repr(e))  # a rebalance overtook it
+                    continue
                 emit(event="committed")
         await consumer.stop()
 
