@@ -73,8 +73,8 @@ def apply(broker, topic, configs: dict[str, str | None], validate_only: bool) ->
 
 def alter_each(broker, request, changes_for) -> list[tuple[ErrorCode, str | None]]:
     """(error, message) per resource of an AlterConfigs or IncrementalAlterConfigs request:
-    ``changes_for(topic, configs)`` says what to set (None: back to the default); each resource
-    changes all or nothing."""
+    ``changes_for(broker, topic, configs)`` says what to set (None: back to the default); each
+    resource changes all or nothing."""
     twice = duplicates(request.resources)
     answers = []
     for res in request.resources:
@@ -83,7 +83,7 @@ def alter_each(broker, request, changes_for) -> list[tuple[ErrorCode, str | None
                 raise ConfigError(ErrorCode.INVALID_REQUEST,
                                   "Each resource must appear at most once.")
             topic = check_resource(broker, res.resource_type, res.resource_name)
-            apply(broker, topic, changes_for(topic, res.configs), request.validate_only)
+            apply(broker, topic, changes_for(broker, topic, res.configs), request.validate_only)
             answers.append((ErrorCode.NONE, None))
         except ConfigError as exc:
             answers.append((exc.error, exc.message))
@@ -101,8 +101,7 @@ def _whole_set(broker, topic, configs) -> dict[str, str | None]:
 
 
 def handle(broker, ctx, request, respond) -> None:
-    answers = alter_each(broker, request, lambda topic, configs: _whole_set(broker, topic,
-                                                                           configs))
+    answers = alter_each(broker, request, _whole_set)
     respond(AlterConfigsResponse(responses=[
         Result(error_code=error, error_message=message, resource_type=res.resource_type,
                resource_name=res.resource_name)

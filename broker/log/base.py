@@ -139,12 +139,15 @@ class LogConfig:
     @property
     def delete_enabled(self) -> bool:
         """Time/size retention applies only when cleanup.policy contains "delete"."""
-        return "delete" in (p.strip() for p in self.cleanup_policy.split(","))
+        return self._has_policy("delete")
 
     @property
     def compact_enabled(self) -> bool:
         """The log cleaner keeps only the last record of each key (cleanup.policy compact)."""
-        return "compact" in (p.strip() for p in self.cleanup_policy.split(","))
+        return self._has_policy("compact")
+
+    def _has_policy(self, policy: str) -> bool:
+        return policy in (p.strip() for p in self.cleanup_policy.split(","))
 
 
 

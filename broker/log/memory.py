@@ -134,8 +134,11 @@ class MemoryLog(PartitionLog):
             return b""
         positions = self._positions
         first = bisect_right(self._bases, offset) - 1
-        if first < 0 or RecordBatch(self._views[first]).last_offset < offset:
-            first += 1  # offset fell in a gap compaction left: read from the next batch
+        # only the part compaction cleaned has gaps: there, an offset can fall after its
+        # batch's last record, and the read starts at the next batch
+        if first < 0 or (offset < self._cleaned_to
+                         and RecordBatch(self._views[first]).last_offset < offset):
+            first += 1
             if first == len(positions):
                 return b""
         limit = positions[first] + max_bytes
