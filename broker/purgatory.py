@@ -248,7 +248,10 @@ class Timer:
     def advance(self, now_ms: int | None = None) -> int:
         """Run every task due at ``now_ms`` (default: the clock) in deadline order.
 
-        Tasks scheduled while advancing that are already due also run in this call. Returns the
+        A task scheduled while advancing waits for the next call even if it is already due, as
+        in Kafka, where a timer operation that schedules another one puts a new event at the
+        end of the coordinator's queue: what arrived in between is handled first (an initial
+        delayed join that extends itself sees the members that joined meanwhile). Returns the
         number of tasks run.
         """
         if now_ms is None:
@@ -256,16 +259,21 @@ class Timer:
         self._flush(now_ms)
         heap = self._heap
         ran = 0
+        scheduled_before = next(self._seq)
+        later = []  # scheduled during this call, already due: next call
         self._advancing = True
         try:
             while heap:
-                deadline, _, task = heap[0]
+                deadline, seq, task = heap[0]
                 if task._slot is not _IN_HEAP:
                     _heappop(heap)
                     self._cancelled_in_heap -= 1
                     continue
                 if deadline > now_ms:
                     break
+                if seq > scheduled_before:
+                    later.append(_heappop(heap))
+                    continue
                 _heappop(heap)
                 task._slot = None
                 self._live -= 1
@@ -277,6 +285,8 @@ class Timer:
                 heap = self._heap  # a task may have compacted the heap
         finally:
             self._advancing = False
+            for entry in later:
+                _heappush(self._heap, entry)
         return ran
 
 

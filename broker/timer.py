@@ -1,11 +1,17 @@
 """Drives the sans-I/O timer (broker/purgatory.py) from the asyncio event loop.
 
 One ``loop.call_at`` handle is armed for the earliest deadline, however many delayed operations
-wait: no task per member or per request.
+wait: no task per member or per request. Like Kafka's timer (a timing wheel with a 1 ms tick,
+run by its own thread), it wakes at most once per :data:`TICK_MS`: work that is due at once
+(an initial delayed join at ``group.initial.rebalance.delay.ms=0``) runs one tick later, after
+the requests that arrive within that tick.
 """
 from __future__ import annotations
 
 from .purgatory import Timer
+
+#: The timer's resolution, as Kafka's SystemTimer (tickMs=1).
+TICK_MS = 1
 
 
 class AsyncioTimerDriver:
@@ -30,7 +36,7 @@ class AsyncioTimerDriver:
             return
         if self.handle is not None:
             self.handle.cancel()
-        delay = max(0.0, (deadline_ms - self.clock()) / 1000.0)
+        delay = max(TICK_MS, deadline_ms - self.clock()) / 1000.0
         self.armed_for = deadline_ms
         self.handle = self.loop.call_later(delay, self._fire)
 

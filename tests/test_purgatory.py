@@ -70,7 +70,10 @@ def test_timer_cancel(timer):
     assert timer.cancel(None) is False
 
 
-def test_callbacks_added_while_advancing_that_are_due_run_too(timer):
+def test_callbacks_added_while_advancing_run_on_the_next_advance(timer):
+    """As Kafka's timer events queue behind what arrived meanwhile: a task scheduled by a task,
+    even one already due, waits for the next advance, and does not hold back the due tasks
+    scheduled before it."""
     ran = []
 
     def first():
@@ -79,8 +82,11 @@ def test_callbacks_added_while_advancing_that_are_due_run_too(timer):
         timer.add(50, lambda: ran.append("added, later"))
 
     timer.add(5, first)
-    timer.advance(10)
-    assert ran == ["first", "added, due"] and timer.next_deadline() == 50
+    timer.add(7, lambda: ran.append("second"))
+    assert timer.advance(10) == 2
+    assert ran == ["first", "second"] and timer.next_deadline() == 3
+    assert timer.advance(10) == 1
+    assert ran == ["first", "second", "added, due"] and timer.next_deadline() == 50
 
 
 def test_on_earlier_deadline_hook(timer):

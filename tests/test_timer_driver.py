@@ -3,7 +3,7 @@ clock, no sleeping)."""
 from __future__ import annotations
 
 from broker.purgatory import BUCKET_MS
-from broker.timer import AsyncioTimerDriver
+from broker.timer import TICK_MS, AsyncioTimerDriver
 
 
 class Clock:
@@ -87,3 +87,24 @@ def test_cancelled_work_leaves_nothing_armed_after_the_wakeup():
     handle.cancel()
     loop.run_until(10 * BUCKET_MS)
     assert loop.armed() == [] and len(driver.timer) == 0
+
+
+def test_due_work_waits_one_tick_and_work_it_schedules_one_more():
+    """Kafka's timer ticks every millisecond: a task due at once runs a tick later, and a task
+    it schedules (an initial delayed join extending itself at delay 0) a tick after that."""
+    clock = Clock()
+    driver = AsyncioTimerDriver(clock)
+    loop = Loop(clock)
+    driver.start(loop)
+    ran = []
+
+    def first():
+        ran.append(("first", clock.now))
+        driver.timer.add(clock.now, lambda: ran.append(("second", clock.now)))
+
+    driver.timer.add(0, first)
+    assert loop.armed() == [TICK_MS]
+    loop.run_until(TICK_MS)
+    assert ran == [("first", TICK_MS)] and loop.armed() == [2 * TICK_MS]
+    loop.run_until(10)
+    assert ran == [("first", TICK_MS), ("second", 2 * TICK_MS)] and loop.armed() == []

@@ -211,6 +211,23 @@ def test_initial_rebalance_delay_extended_while_members_arrive():
     assert a.error == E.NONE and b.error == E.NONE and len(a.members) == 2
 
 
+def test_initial_join_at_delay_0_takes_members_that_join_between_timer_runs():
+    """Kafka's initial delayed join goes through its timer even at delay 0: each timer run that
+    finds a new member schedules another, so a burst of joins forms one generation."""
+    h = Harness()
+    firsts = [h.join(client_id=f"c{i}", tick=False) for i in range(4)]
+    joins = [h.join(member_id=firsts[0].member_id, client_id="c0", tick=False),
+             h.join(member_id=firsts[1].member_id, client_id="c1", tick=False)]
+    assert h.timer.advance(h.clock.now) == 1       # first run: c1 was added, run again
+    joins.append(h.join(member_id=firsts[2].member_id, client_id="c2", tick=False))
+    assert h.timer.advance(h.clock.now) == 1       # second run: c2 was added, run again
+    assert not any(j.done for j in joins)
+    assert h.timer.advance(h.clock.now) == 1       # nobody new: the join phase completes
+    assert [j.generation_id for j in joins] == [1, 1, 1] and len(joins[0].members) == 3
+    late = h.join(member_id=firsts[3].member_id, client_id="c3")
+    assert not late.done and h.state() == "PreparingRebalance"   # the next generation
+
+
 def test_initial_rebalance_delay_capped_by_rebalance_timeout():
     h = Harness({"group.initial.rebalance.delay.ms": 3000})
     replies = [h.join(version=3, client_id="first", rebalance=7000)]
