@@ -55,6 +55,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *   produce-consume BOOTSTRAP TOPIC CODEC N
  *   group-consume BOOTSTRAP TOPIC GROUP ASSIGNOR MAX_SECONDS [--static INSTANCE_ID] [--prop k=v]...
  *   admin BOOTSTRAP TOPIC
+ *   group-host BOOTSTRAP TOPIC ASSIGNOR SESSION_TIMEOUT_MS   (see GroupHost)
  * </pre>
  */
 public final class ClientScenarios {
@@ -81,6 +82,10 @@ public final class ClientScenarios {
                     System.exit(0);
                 }
                 case "group-consume" -> groupConsume(args);
+                case "group-host" -> {
+                    GroupHost.run(args);
+                    System.exit(0);
+                }
                 case "admin" -> {
                     if (args.length != 3) {
                         usage();
@@ -102,7 +107,8 @@ public final class ClientScenarios {
                 + "  produce-consume BOOTSTRAP TOPIC CODEC N\n"
                 + "  group-consume BOOTSTRAP TOPIC GROUP ASSIGNOR MAX_SECONDS"
                 + " [--static INSTANCE_ID] [--prop name=value]...\n"
-                + "  admin BOOTSTRAP TOPIC");
+                + "  admin BOOTSTRAP TOPIC\n"
+                + "  group-host BOOTSTRAP TOPIC ASSIGNOR SESSION_TIMEOUT_MS");
         System.exit(2);
     }
 
@@ -531,7 +537,7 @@ public final class ClientScenarios {
         return b == null ? null : new String(b, StandardCharsets.UTF_8);
     }
 
-    private static synchronized void emit(Json line) {
+    static synchronized void emit(Json line) {
         System.out.println(line);
         System.out.flush();
     }

@@ -1,0 +1,575 @@
+"""How fast a new consumer group settles, with a real client: the scenario runner shared by the
+differential client tests (tests/conformance/test_client_differential.py) and the settle
+benchmark (benchmarks/bench_settle.py).
+
+One process runs the trials of one scenario against one broker and prints one JSON line per
+trial:
+
+    python -m tests.clients.settle --client kafka-python --bootstrap HOST:PORT --topic T \\
+        --partitions 6 --records 60 --members 3 --start together [--static] [--churn] \\
+        [--assignor range] [--trials 3]
+
+A *host* runs the members of one client library (threads for kafka-python and confluent-kafka,
+tasks on one event loop for aiokafka, threads of one JVM for the Java client, driven over its
+stdin and stdout) and reports what each member sees: its assignment after every change and the
+records it polled. A :class:`Tracker` turns those events into the outcome:
+
+- the group is *settled* when every live member holds partitions, the assignments are disjoint
+  and cover the topic, and the members together have polled every record (or, after a leave or
+  a join in the churn scenario, only the assignment part);
+- the settle time is the time from the reference moment (the start of the members, or of the last
+  member when they start one by one, or the leave/join of the churn scenario) to the moment from
+  which the group stayed settled for ``--quiet`` seconds;
+- a trial *stalls* when it took at least 90% of the session timeout or did not settle at all:
+  a member waited for the coordinator to expire another one.
+
+Each member polls with a 100 ms timeout in a loop, as the applications do that these numbers
+stand for; nothing calls ``topics()`` first.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+JAVA_JAR = os.path.join(ROOT, "tests", "java", "target", "client-scenarios.jar")
+CLIENTS = ("kafka-python", "aiokafka", "confluent-kafka", "java")
+POLL_S = 0.1
+
+
+# ============================================================================ outcome
+
+class Tracker:
+    """What every member holds and has polled, fed by a host's events from any thread."""
+
+    def __init__(self, partitions: int, records: int) -> None:
+        self.partitions = partitions
+        self.records = records
+        self.lock = threading.Condition()
+        self.assignment: dict[int, frozenset] = {}
+        self.live: set[int] = set()
+        self.seen: set[tuple[int, int]] = set()
+        self.need_records = True
+        self.settled_since: float | None = None
+        self.assignments = 0   # assignment changes seen, over all members
+
+    def started(self, member: int) -> None:
+        with self.lock:
+            self.live.add(member)
+            self.assignment[member] = frozenset()
+            self._update()
+
+    def closed(self, member: int) -> None:
+        with self.lock:
+            self.live.discard(member)
+            self.assignment.pop(member, None)
+            self._update()
+
+    def assigned(self, member: int, partitions) -> None:
+        with self.lock:
+            if member not in self.live:
+                return
+            new = frozenset(partitions)
+            if new != self.assignment.get(member):
+                self.assignments += 1
+            self.assignment[member] = new
+            self._update()
+
+    def polled(self, member: int, offsets) -> None:
+        with self.lock:
+            self.seen.update(offsets)
+            self._update()
+
+    def is_settled(self) -> bool:
+        if not self.live:
+            return False
+        owned: set = set()
+        total = 0
+        for member in self.live:
+            parts = self.assignment.get(member, frozenset())
+            if not parts and len(self.live) <= self.partitions:
+                return False
+            owned |= parts
+            total += len(parts)
+        if total != len(owned) or len(owned) != self.partitions:
+            return False
+        return not self.need_records or len(self.seen) >= self.records
+
+    def _update(self) -> None:
+        now = time.monotonic()
+        if self.is_settled():
+            if self.settled_since is None:
+                self.settled_since = now
+        else:
+            self.settled_since = None
+        self.lock.notify_all()
+
+    def wait_settled(self, since: float, timeout: float, quiet: float) -> float | None:
+        """Seconds from `since` to the moment from which the group stayed settled for `quiet`
+        seconds; None if that did not happen within `timeout`."""
+        deadline = since + timeout
+        with self.lock:
+            while True:
+                now = time.monotonic()
+                settled = self.settled_since
+                if settled is not None and now - settled >= quiet:
+                    return max(0.0, settled - since)
+                if now >= deadline:
+                    return None
+                wait = deadline - now
+                if settled is not None:
+                    wait = min(wait, settled + quiet - now)
+                self.lock.wait(max(wait, 0.001))
+
+    def wait_assigned(self, member: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while not self.assignment.get(member):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.lock.wait(left)
+            return True
+
+
+# ============================================================================ hosts
+
+class Host:
+    """The members of one client library: start(member, group, instance_id), close(member)."""
+
+    def __init__(self, tracker: Tracker, args) -> None:
+        self.tracker = tracker
+        self.args = args
+        self.errors: list[str] = []   # a member that died: the trial fails with it
+
+    def start(self, member: int, group: str, instance_id: str | None) -> None:
+        raise NotImplementedError
+
+    def close(self, member: int) -> None:
+        raise NotImplementedError
+
+    def close_all(self) -> None:
+        raise NotImplementedError
+
+
+class ThreadHost(Host):
+    """One thread per member, polling until told to stop; the member closes its own consumer."""
+
+    def __init__(self, tracker, args) -> None:
+        super().__init__(tracker, args)
+        self.threads: dict[int, tuple[threading.Thread, threading.Event]] = {}
+
+    def start(self, member, group, instance_id) -> None:
+        stop = threading.Event()
+        ready = threading.Event()
+        thread = threading.Thread(target=self._guarded,
+                                  args=(member, group, instance_id, stop, ready),
+                                  name=f"member-{member}", daemon=True)
+        self.threads[member] = (thread, stop)
+        thread.start()
+        ready.wait(10)  # the consumer exists and has subscribed
+
+    def close(self, member) -> None:
+        thread, stop = self.threads.pop(member)
+        stop.set()
+        thread.join(20)
+        self.tracker.closed(member)
+
+    def close_all(self) -> None:
+        for _, stop in self.threads.values():
+            stop.set()
+        for member, (thread, _) in list(self.threads.items()):
+            thread.join(20)
+            self.tracker.closed(member)
+        self.threads.clear()
+
+    def _guarded(self, member, group, instance_id, stop, ready) -> None:
+        try:
+            self._run(member, group, instance_id, stop, ready)
+        except Exception as exc:  # noqa: BLE001 - reported by the trial
+            self.errors.append(f"member {member}: {exc!r}")
+            ready.set()
+
+    def _run(self, member, group, instance_id, stop, ready) -> None:
+        raise NotImplementedError
+
+
+class KafkaPythonHost(ThreadHost):
+    def _run(self, member, group, instance_id, stop, ready) -> None:
+        from kafka import ConsumerRebalanceListener, KafkaConsumer
+        from kafka.coordinator.assignors.range import RangePartitionAssignor
+        from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+        from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+        from kafka.errors import CommitFailedError, KafkaError
+        assignor = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
+                    "sticky": StickyPartitionAssignor}[self.args.assignor]
+        tracker = self.tracker
+        args = self.args
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked):
+                tracker.assigned(member, ())
+
+            def on_partitions_assigned(self, assigned):
+                tracker.assigned(member, (tp.partition for tp in assigned))
+
+        consumer = KafkaConsumer(
+            bootstrap_servers=args.bootstrap, group_id=group, client_id=f"settle-{member}",
+            group_instance_id=instance_id, enable_auto_commit=False,
+            auto_offset_reset="earliest", partition_assignment_strategy=[assignor],
+            session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=1000)
+        tracker.started(member)
+        consumer.subscribe([args.topic], listener=Listener())
+        ready.set()
+        try:
+            while not stop.is_set():
+                try:
+                    batches = consumer.poll(timeout_ms=int(POLL_S * 1000))
+                except (CommitFailedError, KafkaError):
+                    continue
+                if batches:
+                    tracker.polled(member, [(r.partition, r.offset)
+                                            for rs in batches.values() for r in rs])
+        finally:
+            consumer.close()
+
+
+class ConfluentHost(ThreadHost):
+    def _run(self, member, group, instance_id, stop, ready) -> None:
+        from confluent_kafka import Consumer
+        tracker = self.tracker
+        args = self.args
+        conf = {"bootstrap.servers": args.bootstrap, "group.id": group,
+                "client.id": f"settle-{member}", "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "partition.assignment.strategy": args.assignor,
+                "session.timeout.ms": args.session_timeout_ms,
+                "heartbeat.interval.ms": 1000}
+        if instance_id:
+            conf["group.instance.id"] = instance_id
+        consumer = Consumer(conf)
+        owned: set[int] = set()
+        cooperative = args.assignor == "cooperative-sticky"
+
+        def on_assign(c, partitions):
+            if cooperative:
+                owned.update(p.partition for p in partitions)
+            else:
+                owned.clear()
+                owned.update(p.partition for p in partitions)
+            tracker.assigned(member, set(owned))
+
+        def on_revoke(c, partitions):
+            if cooperative:
+                owned.difference_update(p.partition for p in partitions)
+            else:
+                owned.clear()
+            tracker.assigned(member, set(owned))
+
+        tracker.started(member)
+        consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke,
+                           on_lost=on_revoke)
+        ready.set()
+        try:
+            while not stop.is_set():
+                messages = consumer.consume(num_messages=500, timeout=POLL_S)
+                offsets = [(msg.partition(), msg.offset()) for msg in messages
+                           if msg.error() is None]
+                if offsets:
+                    tracker.polled(member, offsets)
+        finally:
+            consumer.close()
+
+
+class AiokafkaHost(Host):
+    """Every member a task on one event loop, in a thread of its own."""
+
+    def __init__(self, tracker, args) -> None:
+        super().__init__(tracker, args)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="aiokafka",
+                                       daemon=True)
+        self.thread.start()
+        self.members: dict[int, tuple[asyncio.Future, asyncio.Event]] = {}
+
+    def start(self, member, group, instance_id) -> None:
+        ready = threading.Event()
+
+        async def guarded(stop):
+            try:
+                await self._run(member, group, instance_id, stop, ready)
+            except Exception as exc:  # noqa: BLE001 - reported by the trial
+                self.errors.append(f"member {member}: {exc!r}")
+                ready.set()
+
+        async def make():
+            stop = asyncio.Event()
+            return asyncio.ensure_future(guarded(stop)), stop
+
+        self.members[member] = asyncio.run_coroutine_threadsafe(make(), self.loop).result(10)
+        ready.wait(10)
+
+    def close(self, member) -> None:
+        task, stop = self.members.pop(member)
+        self.loop.call_soon_threadsafe(stop.set)
+        asyncio.run_coroutine_threadsafe(asyncio.wait([task], timeout=20), self.loop).result(25)
+        self.tracker.closed(member)
+
+    def close_all(self) -> None:
+        for member in list(self.members):
+            task, stop = self.members[member]
+            self.loop.call_soon_threadsafe(stop.set)
+        tasks = [task for task, _ in self.members.values()]
+        if tasks:
+            asyncio.run_coroutine_threadsafe(asyncio.wait(tasks, timeout=20),
+                                             self.loop).result(25)
+        for member in self.members:
+            self.tracker.closed(member)
+        self.members.clear()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+    async def _run(self, member, group, instance_id, stop, ready) -> None:
+        from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+        from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+        from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+        from aiokafka.errors import KafkaError
+        assignor = {"range": RangePartitionAssignor,
+                    "roundrobin": RoundRobinPartitionAssignor}[self.args.assignor]
+        tracker = self.tracker
+        args = self.args
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked):
+                tracker.assigned(member, ())
+
+            def on_partitions_assigned(self, assigned):
+                tracker.assigned(member, (tp.partition for tp in assigned))
+
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=args.bootstrap, group_id=group, client_id=f"settle-{member}",
+            group_instance_id=instance_id, enable_auto_commit=False,
+            auto_offset_reset="earliest", partition_assignment_strategy=(assignor,),
+            session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=1000)
+        tracker.started(member)
+        consumer.subscribe([args.topic], listener=Listener())
+        ready.set()
+        await consumer.start()
+        try:
+            while not stop.is_set():
+                try:
+                    batches = await consumer.getmany(timeout_ms=int(POLL_S * 1000))
+                except KafkaError:
+                    continue
+                if batches:
+                    tracker.polled(member, [(r.partition, r.offset)
+                                            for rs in batches.values() for r in rs])
+        finally:
+            await consumer.stop()
+
+
+class JavaHost(Host):
+    """The Java client's members in one JVM (``ClientScenarios group-host``): commands on its
+    stdin, events on its stdout, stamped here as they arrive."""
+
+    def __init__(self, tracker, args) -> None:
+        super().__init__(tracker, args)
+        if not os.path.isfile(JAVA_JAR):
+            raise RuntimeError(f"{JAVA_JAR} is missing: run tools/install-test-deps.sh")
+        self.proc = subprocess.Popen(
+            ["java", "-Xss512k", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-jar", JAVA_JAR,
+             "group-host", args.bootstrap, args.topic, args.assignor,
+             str(args.session_timeout_ms)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            bufsize=1)
+        self.acks: queue.Queue = queue.Queue()
+        self.reader = threading.Thread(target=self._read, name="java-events", daemon=True)
+        self.reader.start()
+        self._command("ping")
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            kind = event.get("event")
+            member = event.get("m")
+            if kind == "assigned":
+                self.tracker.assigned(member, event["partitions"])
+            elif kind == "records":
+                self.tracker.polled(member, [tuple(x) for x in event["offsets"]])
+            elif kind == "started":
+                self.tracker.started(member)
+                self.acks.put(event)
+            elif kind in ("closed", "pong"):
+                self.acks.put(event)
+        self.acks.put({"event": "exit"})
+
+    def _command(self, line: str, timeout: float = 30) -> dict:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        event = self.acks.get(timeout=timeout)
+        if event.get("event") == "exit":
+            raise RuntimeError(f"the Java host exited ({self.proc.wait()})")
+        return event
+
+    def start(self, member, group, instance_id) -> None:
+        self._command(f"start {member} {group} {instance_id or '-'}")
+
+    def close(self, member) -> None:
+        self._command(f"close {member}")
+        self.tracker.closed(member)
+
+    def close_all(self) -> None:
+        try:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.flush()
+            self.proc.wait(30)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+
+
+HOSTS = {"kafka-python": KafkaPythonHost, "aiokafka": AiokafkaHost,
+         "confluent-kafka": ConfluentHost, "java": JavaHost}
+
+
+# ============================================================================ scenarios
+
+def prepare_topic(bootstrap: str, topic: str, partitions: int, records: int) -> None:
+    """Creates the topic and writes `records` records spread evenly over its partitions."""
+    from kafka import KafkaAdminClient, KafkaProducer
+    from kafka.admin import NewTopic
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="settle-setup")
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1)], timeout_ms=30000)
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, client_id="settle-setup", acks="all")
+    try:
+        deadline = time.monotonic() + 30
+        while len(producer.partitions_for(topic) or ()) < partitions:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{topic} has not got {partitions} partitions")
+            time.sleep(0.1)
+        for i in range(records):
+            producer.send(topic, value=f"v{i}".encode(), partition=i % partitions)
+        producer.flush(30)
+    finally:
+        producer.close()
+
+
+
+def run_trial(args, trial: int) -> dict:
+    """One new group: its members start together or one by one; with --churn, then one member
+    leaves and a new one joins. Returns the settle time of each phase and whether it stalled."""
+    tracker = Tracker(args.partitions, args.records)
+    host = HOSTS[args.client](tracker, args)
+    group = f"settle-{args.client}-{uuid.uuid4().hex[:10]}"
+    stall_s = 0.9 * args.session_timeout_ms / 1000
+    phases: list[dict] = []
+
+    def instance(member: int) -> str | None:
+        return f"{group}-{member}" if args.static else None
+
+    def phase(name: str, since: float) -> bool:
+        settle = tracker.wait_settled(since, args.timeout, args.quiet)
+        phases.append({"phase": name, "settle_s": None if settle is None else round(settle, 3),
+                       "stalled": settle is None or settle >= stall_s})
+        return settle is not None
+
+    started = time.monotonic()
+    try:
+        if args.start == "together":
+            since = time.monotonic()
+            for member in range(args.members):
+                host.start(member, group, instance(member))
+        else:
+            for member in range(args.members):
+                since = time.monotonic()
+                host.start(member, group, instance(member))
+                if member < args.members - 1 and not tracker.wait_assigned(member, args.timeout):
+                    break
+        ok = phase("formed", since)
+        if ok and args.churn:
+            tracker.need_records = False
+            since = time.monotonic()
+            host.close(0)
+            if phase("after-leave", since):
+                since = time.monotonic()
+                host.start(args.members, group, instance(args.members))
+                phase("after-join", since)
+    finally:
+        host.close_all()
+    if host.errors:
+        raise RuntimeError("; ".join(host.errors))
+    return {"trial": trial, "client": args.client, "members": args.members,
+            "start": args.start, "static": args.static, "churn": args.churn,
+            "assignor": args.assignor, "phases": phases,
+            "settle_s": [p["settle_s"] for p in phases],
+            "stalled": any(p["stalled"] for p in phases) or (args.churn and len(phases) < 3),
+            "assignment_changes": tracker.assignments,
+            "wall_s": round(time.monotonic() - started, 3)}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--client", choices=CLIENTS, required=True)
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--partitions", type=int, required=True)
+    parser.add_argument("--records", type=int, required=True)
+    parser.add_argument("--members", type=int, default=3)
+    parser.add_argument("--start", choices=("together", "one-by-one"), default="together")
+    parser.add_argument("--static", action="store_true", help="group.instance.id per member")
+    parser.add_argument("--churn", action="store_true",
+                        help="then member 0 leaves, and then a new member joins")
+    parser.add_argument("--assignor", default="range")
+    parser.add_argument("--session-timeout-ms", type=int, default=10000)
+    parser.add_argument("--timeout", type=float, default=25.0, help="seconds per phase")
+    parser.add_argument("--quiet", type=float, default=1.0,
+                        help="seconds the group must stay settled")
+    parser.add_argument("--trials", type=int, default=1)
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    for trial in range(args.trials):
+        print(json.dumps(run_trial(args, trial)), flush=True)
+    return 0
+
+
+def run(python: str, **options) -> list[dict]:
+    """Runs the trials in a child process (fresh client state) and returns their results.
+    ``options`` are the command-line options by their argparse names."""
+    cmd = [python, "-m", "tests.clients.settle"]
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            cmd.append(flag)
+        elif value not in (False, None):
+            cmd += [flag, str(value)]
+    trials = int(options.get("trials", 1))
+    per_trial = 4 * float(options.get("timeout", 25.0)) + 30
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=per_trial * trials + 30)
+    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or len(results) != trials:
+        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode} after "
+                           f"{len(results)} of {trials} trials:\n{proc.stderr[-4000:]}")
+    return results
+
+
+if __name__ == "__main__":
+    sys.exit(main())
