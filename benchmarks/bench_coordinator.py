@@ -254,6 +254,30 @@ class Tansu(Target):
         self.proc = None
 
 
+class Kafka(Target):
+    """Apache Kafka 4.3.1 (tests/conformance/kafka_server.py: KRaft, one node, jars from Maven
+    Central) with the same group settings as ours: initial rebalance delay 0."""
+    name = "kafka"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.server = None
+
+    def start(self) -> None:
+        from tests.conformance.kafka_server import KAFKA_VERSION, KafkaServer
+        self.server = KafkaServer(overrides={"group.initial.rebalance.delay.ms": 0},
+                                  heap="1g")
+        self.server.start()
+        self.port = self.server.port
+        self.pid = self.server.proc.pid
+        self.info = {"version": KAFKA_VERSION, "overrides": self.server.overrides}
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+
 def serve_mock() -> int:
     """Child process: a one-broker mock cluster with initial rebalance delay 0 until stdin says
     quit (or closes)."""
@@ -540,6 +564,8 @@ def run_target(target: Target, args) -> dict:
     finally:
         out["join_to_stable"] = joins
         target.stop()
+    if args.join_only:
+        return out
     # part 2: idle members and heartbeats, on a fresh process
     try:
         target.start()
@@ -625,6 +651,8 @@ def main() -> int:
     parser.add_argument("--out", default=str(HERE / "results" / "coordinator.json"))
     parser.add_argument("--quick", action="store_true",
                         help="smaller: 1k members, 3 s flood, fewer repeats")
+    parser.add_argument("--join-only", action="store_true",
+                        help="only join-to-stable (no idle members, no heartbeat flood)")
     parser.add_argument("--profile", help="run this broker under cProfile, stats to this path")
     parser.add_argument("--serve-mock", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -654,7 +682,7 @@ def main() -> int:
     except ImportError:
         loop_name = "asyncio"
 
-    makers = {"ours": lambda: Ours(args.profile), "mock": Mock, "tansu": Tansu}
+    makers = {"ours": lambda: Ours(args.profile), "mock": Mock, "tansu": Tansu, "kafka": Kafka}
     results = {}
     started = time.perf_counter()
     for name in args.targets.split(","):

@@ -60,6 +60,7 @@ class Tracker:
         self.need_records = True
         self.settled_since: float | None = None
         self.assignments = 0   # assignment changes seen, over all members
+        self.assigned_at: dict[int, float] = {}   # each member's last assignment change
 
     def started(self, member: int) -> None:
         with self.lock:
@@ -80,6 +81,7 @@ class Tracker:
             new = frozenset(partitions)
             if new != self.assignment.get(member):
                 self.assignments += 1
+                self.assigned_at[member] = time.monotonic()
             self.assignment[member] = new
             self._update()
 
@@ -128,6 +130,13 @@ class Tracker:
                 if settled is not None:
                     wait = min(wait, settled + quiet - now)
                 self.lock.wait(max(wait, 0.001))
+
+    def assignment_skew(self) -> float | None:
+        """Seconds between the first and the last live member getting its current assignment:
+        how long some members consumed while others were still waiting for theirs."""
+        with self.lock:
+            times = [self.assigned_at[m] for m in self.live if m in self.assigned_at]
+            return round(max(times) - min(times), 3) if times else None
 
     def wait_assigned(self, member: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -484,7 +493,8 @@ def run_trial(args, trial: int) -> dict:
     def phase(name: str, since: float) -> bool:
         settle = tracker.wait_settled(since, args.timeout, args.quiet)
         phases.append({"phase": name, "settle_s": None if settle is None else round(settle, 3),
-                       "stalled": settle is None or settle >= stall_s})
+                       "stalled": settle is None or settle >= stall_s,
+                       "assignment_skew_s": tracker.assignment_skew()})
         return settle is not None
 
     started = time.monotonic()
