@@ -58,7 +58,7 @@ class CoordinatorConfig:
 
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1800000
-    group_initial_rebalance_delay_ms: int = 0
+    group_initial_rebalance_delay_ms: int = 100   # the broker's default (broker/config.py)
     group_max_size: int = 2147483647
     offset_metadata_max_bytes: int = 4096
     offsets_retention_minutes: int = 10080

@@ -116,13 +116,17 @@ AS_JOINED = object()
 
 
 class Harness:
+    """The coordinator with the given settings; the initial rebalance delay is 0 unless a test
+    sets it, so a join's answer does not wait for the clock (the delay has tests of its own)."""
+
     def __init__(self, config: dict | None = None, start: int = 0, known_topics=None) -> None:
+        config = {"group.initial.rebalance.delay.ms": 0, **(config or {})}
         self.clock = FakeClock(start)
         self.timer = Timer(self.clock)
         self.log = FakeLog()
         self.known_topics = known_topics
         self._uuid = 0
-        self.coordinator = GroupCoordinator(config or {}, self.clock, self.timer,
+        self.coordinator = GroupCoordinator(config, self.clock, self.timer,
                                             self.log.persist, self._topic_exists,
                                             new_uuid=self._new_uuid)
 
