@@ -151,6 +151,20 @@ class Tracker:
 
 # ============================================================================ hosts
 
+def eager_listener(base, tracker: Tracker, member: int):
+    """A rebalance listener of kafka-python's or aiokafka's ``base`` class (both eager: revoke
+    everything, then get the whole new assignment) that reports to the tracker."""
+
+    class Listener(base):
+        def on_partitions_revoked(self, revoked):
+            tracker.assigned(member, ())
+
+        def on_partitions_assigned(self, assigned):
+            tracker.assigned(member, (tp.partition for tp in assigned))
+
+    return Listener()
+
+
 class Host:
     """The members of one client library: start(member, group, instance_id), close(member)."""
 
@@ -223,20 +237,14 @@ class KafkaPythonHost(ThreadHost):
         tracker = self.tracker
         args = self.args
 
-        class Listener(ConsumerRebalanceListener):
-            def on_partitions_revoked(self, revoked):
-                tracker.assigned(member, ())
-
-            def on_partitions_assigned(self, assigned):
-                tracker.assigned(member, (tp.partition for tp in assigned))
-
         consumer = KafkaConsumer(
             bootstrap_servers=args.bootstrap, group_id=group, client_id=f"settle-{member}",
             group_instance_id=instance_id, enable_auto_commit=False,
             auto_offset_reset="earliest", partition_assignment_strategy=[assignor],
             session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=1000)
         tracker.started(member)
-        consumer.subscribe([args.topic], listener=Listener())
+        consumer.subscribe([args.topic],
+                           listener=eager_listener(ConsumerRebalanceListener, tracker, member))
         ready.set()
         try:
             while not stop.is_set():
@@ -356,20 +364,14 @@ class AiokafkaHost(Host):
         tracker = self.tracker
         args = self.args
 
-        class Listener(ConsumerRebalanceListener):
-            def on_partitions_revoked(self, revoked):
-                tracker.assigned(member, ())
-
-            def on_partitions_assigned(self, assigned):
-                tracker.assigned(member, (tp.partition for tp in assigned))
-
         consumer = AIOKafkaConsumer(
             bootstrap_servers=args.bootstrap, group_id=group, client_id=f"settle-{member}",
             group_instance_id=instance_id, enable_auto_commit=False,
             auto_offset_reset="earliest", partition_assignment_strategy=(assignor,),
             session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=1000)
         tracker.started(member)
-        consumer.subscribe([args.topic], listener=Listener())
+        consumer.subscribe([args.topic],
+                           listener=eager_listener(ConsumerRebalanceListener, tracker, member))
         ready.set()
         await consumer.start()
         try:
