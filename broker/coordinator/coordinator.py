@@ -199,7 +199,7 @@ class GroupCoordinator:
     def expire_offsets(self, now: int | None = None) -> int:
         """Run the offsets retention sweep now on every loaded shard; returns offsets expired."""
         now = self.clock() if now is None else now
-        return sum(shard.expire_offsets(now) for shard in self.shards if not shard.loading)
+        return sum(shard.offsets.expire(now) for shard in self.shards if not shard.loading)
 
     # ------------------------------------------------------------------ metrics
     @property
@@ -329,7 +329,7 @@ class GroupCoordinator:
             answer({(t, p): err or E.COORDINATOR_LOAD_IN_PROGRESS
                     for t, p, _o, _e, _md, err in partitions})
             return
-        shard.offset_commit(request, api_version, partitions, answer)
+        shard.offsets.commit(request, api_version, partitions, answer)
 
     # ================================================================== OffsetFetch
     def offset_fetch(self, request, api_version: int, context, respond: Callable) -> None:
@@ -349,7 +349,7 @@ class GroupCoordinator:
                 answers.append((group_id, E.COORDINATOR_LOAD_IN_PROGRESS, topics))
             else:
                 answers.append((group_id, E.NONE,
-                                shard.fetch_offsets(group_id, topics, require_stable)))
+                                shard.offsets.fetch(group_id, topics, require_stable)))
         if api_version >= 8:
             g_cls = m.OffsetFetchResponse.OffsetFetchResponseGroup
             t_cls = m.OffsetFetchResponse.OffsetFetchResponseTopics
@@ -467,4 +467,4 @@ class GroupCoordinator:
         if shard.loading:
             answer(E.COORDINATOR_LOAD_IN_PROGRESS, [])
             return
-        shard.offset_delete(request.group_id, topics, answer)
+        shard.offsets.delete(request.group_id, topics, answer)

@@ -1,5 +1,8 @@
 """One coordinator shard: the classic groups whose id hashes to partition N of __consumer_offsets.
 
+Their committed offsets are handled by offsets.py (OffsetCommit, OffsetFetch, OffsetDelete,
+retention); this module holds the group table, the classic protocol and the write path.
+
 Sans-I/O. The shard gets requests, the injected clock, the shared timer and purgatories, and a
 ``persist(partition, records, on_done)`` function; it answers through callbacks. Durable state —
 committed offsets and each group's persisted metadata (generation, protocol, leader, members with
@@ -23,9 +26,10 @@ from protocol.errors import ErrorCode
 
 from ..purgatory import DelayedOperation, DelayedOperationPurgatory, Timer
 from . import records as rec
-from .group import (COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY,
-                    PREPARING_REBALANCE, STABLE, GroupMetadata, MemberMetadata,
-                    OffsetAndMetadata)
+from .offsets import OffsetMetadataManager
+from .records import append_error
+from .group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
+                    GroupMetadata, MemberMetadata)
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -156,29 +160,6 @@ def _code(error) -> int:
     return int(error)
 
 
-def append_error(exc: BaseException | None, for_offsets: bool = False) -> ErrorCode:
-    """Kafka's mapping of a failed append to __consumer_offsets to the error clients get."""
-    if exc is None:
-        return E.NONE
-    code = getattr(exc, "code", None)
-    if code is None:
-        code = getattr(exc, "error_code", None)
-    if code is None:
-        return E.COORDINATOR_NOT_AVAILABLE
-    try:
-        code = E(int(code))
-    except ValueError:
-        return E.UNKNOWN_SERVER_ERROR
-    if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS,
-                E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.REQUEST_TIMED_OUT):
-        return E.COORDINATOR_NOT_AVAILABLE
-    if code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
-        return E.NOT_COORDINATOR
-    if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
-        return E.INVALID_COMMIT_OFFSET_SIZE if for_offsets else E.UNKNOWN_SERVER_ERROR
-    return code
-
-
 _SHARED: dict = {}
 
 
@@ -187,13 +168,6 @@ def _shared(value):
     if len(_SHARED) >= 1024:
         _SHARED.clear()
     return _SHARED.setdefault(value, value)
-
-
-def java_length(s: str | None) -> int:
-    """Java's String.length(): UTF-16 code units."""
-    if not s:
-        return 0
-    return len(s.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def _protocol_inconsistent(requested: str | None, current: str | None) -> bool:
@@ -270,6 +244,7 @@ class GroupCoordinatorShard:
         self.stats = stats
         self.new_uuid = new_uuid
         self.groups: dict[str, GroupMetadata] = {}
+        self.offsets = OffsetMetadataManager(self)
         self.loading = False
         self._load_started_ms: int | None = None
         self._loaded_records = 0
@@ -304,25 +279,10 @@ class GroupCoordinatorShard:
             return  # a record of another group type (KIP-848 and later): not ours
         if isinstance(k, rec.OffsetKey):
             offset = None if value is None else rec.decode_offset_commit_value(value)
-            self._apply_offset_commit(k.group, (k.topic, k.partition), offset, replay)
+            self.offsets.replay(k.group, (k.topic, k.partition), offset, replay)
         else:
             metadata = None if value is None else rec.decode_group_metadata_value(value)
             self._apply_group_metadata(k.group, metadata, replay)
-
-    def _apply_offset_commit(self, group_id: str, tp: tuple[str, int],
-                             offset: OffsetAndMetadata | None, replay: bool) -> None:
-        group = self.groups.get(group_id)
-        if offset is None:
-            if group is not None:
-                group.offsets.pop(tp, None)
-            return
-        if group is None:
-            if not replay:
-                return  # the group was deleted while its commit was being written
-            group = self.groups[group_id] = GroupMetadata(group_id, self.clock())
-        elif group.state is DEAD and not replay:
-            return
-        group.offsets[tp] = offset
 
     def _apply_group_metadata(self, group_id: str, value, replay: bool) -> None:
         group = self.groups.get(group_id)
@@ -630,9 +590,9 @@ class GroupCoordinatorShard:
             self.timer.cancel(handle)
         group.remove(member_id)
         self._check_join(group)
-        self._maybe_drop_transient_group(group)
+        self.maybe_drop_transient_group(group)
 
-    def _maybe_drop_transient_group(self, group: GroupMetadata) -> None:
+    def maybe_drop_transient_group(self, group: GroupMetadata) -> None:
         """A group that exists only because a join started it and that holds nothing."""
         if (group.state is EMPTY and not group.members and not group.pending_members
                 and not group.has_offsets() and not group.persisted
@@ -680,7 +640,7 @@ class GroupCoordinatorShard:
                        callback, request.reason if version >= 8 else None)
         finally:
             if created:
-                self._maybe_drop_transient_group(group)
+                self.maybe_drop_transient_group(group)
 
     def _join(self, group, member_id, instance_id, client_id, client_host, version,
               rebalance_timeout, session_timeout, protocol_type, protocols, names, callback,
@@ -926,7 +886,7 @@ class GroupCoordinatorShard:
         self._remove_pending_member(group, member_id)
 
     # ================================================================== SyncGroup
-    def _validate_current_member(self, group: GroupMetadata, member_id: str,
+    def validate_current_member(self, group: GroupMetadata, member_id: str,
                                  instance_id: str | None):
         if instance_id is not None:
             current = group.static_member_id(instance_id)
@@ -951,7 +911,7 @@ class GroupCoordinatorShard:
             return
         member_id = request.member_id
         instance_id = request.group_instance_id if version >= 3 else None
-        error = self._validate_current_member(group, member_id, instance_id)
+        error = self.validate_current_member(group, member_id, instance_id)
         if error is None and request.generation_id != group.generation_id:
             error = E.ILLEGAL_GENERATION
         if error is None and version >= 5:
@@ -1031,7 +991,7 @@ class GroupCoordinatorShard:
         if group.state is DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
         member_id = request.member_id
-        error = self._validate_current_member(
+        error = self.validate_current_member(
             group, member_id, request.group_instance_id if version >= 3 else None)
         if error is not None:
             return error
@@ -1081,7 +1041,7 @@ class GroupCoordinatorShard:
                 results.append((member_id, instance_id, E.NONE))
                 left.append(member_id)
             else:
-                error = self._validate_current_member(group, member_id, instance_id)
+                error = self.validate_current_member(group, member_id, instance_id)
                 if error is None:
                     log.info("member left", group=group_id, member=member_id,
                              group_instance_id=instance_id, reason=why)
@@ -1096,138 +1056,10 @@ class GroupCoordinatorShard:
                     group, f"explicit LeaveGroup request for ({', '.join(left)}) members")
             elif group.state is PREPARING_REBALANCE:
                 self._check_join(group)
-            self._maybe_drop_transient_group(group)
+            self.maybe_drop_transient_group(group)
         return E.NONE, results
 
     # ================================================================== OffsetCommit
-    def offset_commit(self, request, version: int, partitions: list, respond: Callable) -> None:
-        """``partitions``: [(topic, partition, offset, leader_epoch, metadata, error or None)],
-        errors already set for unknown topics. ``respond`` gets {(topic, partition): error}."""
-        group_id = request.group_id
-        generation = request.generation_id_or_member_epoch
-        member_id = request.member_id or UNKNOWN_MEMBER_ID
-        instance_id = request.group_instance_id if version >= 7 else None
-        results: dict[tuple[str, int], ErrorCode] = {
-            (t, p): err for t, p, _o, _e, _md, err in partitions if err is not None}
-        todo = [entry for entry in partitions if entry[5] is None]
-        if not todo:
-            respond(results)
-            return
-
-        def fail(error) -> None:
-            for t, p, *_ in todo:
-                results[(t, p)] = error
-            respond(results)
-
-        group = self.groups.get(group_id)
-        if group is None:
-            if generation >= 0:
-                # v9+ knows GROUP_ID_NOT_FOUND; older clients get ILLEGAL_GENERATION
-                fail(E.GROUP_ID_NOT_FOUND if version >= 9 else E.ILLEGAL_GENERATION)
-                return
-            group = self.groups[group_id] = GroupMetadata(group_id, self.clock())  # simple group
-        error = self._validate_offset_commit(group, generation, member_id, instance_id)
-        if error is not None:
-            fail(error)
-            self._maybe_drop_transient_group(group)
-            return
-        now = self.clock()
-        expire = None
-        if 2 <= version <= 4 and request.retention_time_ms not in (None, -1):
-            expire = now + request.retention_time_ms
-        records = []
-        written = []
-        max_metadata = self.config.offset_metadata_max_bytes
-        for topic, partition, offset, leader_epoch, metadata, _ in todo:
-            if java_length(metadata) > max_metadata:
-                results[(topic, partition)] = E.OFFSET_METADATA_TOO_LARGE
-                continue
-            value = OffsetAndMetadata(offset, leader_epoch if version >= 6 else -1,
-                                      metadata or "", now, expire)
-            records.append(rec.offset_commit_record(group_id, topic, partition, value))
-            written.append((topic, partition))
-        if not records:
-            respond(results)
-            self._maybe_drop_transient_group(group)
-            return
-        pending = group.pending_offset_commits
-        for tp in written:
-            pending[tp] = pending.get(tp, 0) + 1
-
-        def stored(exc) -> None:
-            for tp in written:
-                left = pending.get(tp, 0) - 1
-                if left > 0:
-                    pending[tp] = left
-                else:
-                    pending.pop(tp, None)
-            error = append_error(exc, for_offsets=True)
-            if exc is not None:
-                log.warning("failed to store offsets", group=group_id, error=error.name)
-            else:
-                self.stats.offset_commits_total += len(written)
-            for tp in written:
-                results[tp] = error
-            respond(results)
-
-        self.write(records, stored)
-
-    def _validate_offset_commit(self, group: GroupMetadata, generation: int, member_id: str,
-                                instance_id: str | None):
-        if group.state is DEAD:
-            return E.COORDINATOR_NOT_AVAILABLE
-        if generation < 0 and group.state is EMPTY:
-            return None  # a simple (non-group-managed) commit, or the admin client
-        if generation >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
-            error = self._validate_current_member(group, member_id, instance_id)
-            if error is not None:
-                return error
-            if generation != group.generation_id:
-                return E.ILLEGAL_GENERATION
-        elif group.state is not EMPTY:
-            return E.UNKNOWN_MEMBER_ID  # only members commit to a group that has members
-        if group.state is COMPLETING_REBALANCE:
-            # the member knows the new generation but not its assignment yet; commits from the
-            # current generation during PreparingRebalance are accepted
-            return E.REBALANCE_IN_PROGRESS
-        return None
-
-    # ================================================================== OffsetFetch
-    def fetch_offsets(self, group_id: str, topics: list | None, require_stable: bool):
-        """-> [(topic, [(partition, offset, leader_epoch, metadata, error)])].
-
-        ``topics`` is [(topic, [partitions])] or None for every committed offset of the group.
-        """
-        group = self.groups.get(group_id)
-        if group is not None and group.state is DEAD:
-            group = None
-        if topics is None:
-            if group is None:
-                return []
-            by_topic: dict[str, list] = {}
-            for (topic, partition) in sorted(group.offsets):
-                by_topic.setdefault(topic, []).append(partition)
-            topics = list(by_topic.items())
-        out = []
-        for topic, partitions in topics:
-            rows = []
-            for partition in partitions:
-                tp = (topic, partition)
-                if group is None:
-                    rows.append((partition, -1, -1, "", E.NONE))
-                    continue
-                if require_stable and group.has_pending_offset_commit(tp):
-                    rows.append((partition, -1, -1, "", E.UNSTABLE_OFFSET_COMMIT))
-                    continue
-                offset = group.offsets.get(tp)
-                if offset is None:
-                    rows.append((partition, -1, -1, "", E.NONE))
-                else:
-                    rows.append((partition, offset.offset, offset.leader_epoch,
-                                 offset.metadata, E.NONE))
-            out.append((topic, rows))
-        return out
-
     # ================================================================== Describe/List
     def describe_group(self, group_id: str, version: int):
         cls = m.DescribeGroupsResponse.DescribedGroup
@@ -1305,124 +1137,3 @@ class GroupCoordinatorShard:
             done(results)
 
         self.write(records, stored)
-
-    # ================================================================== OffsetDelete
-    def offset_delete(self, group_id: str, topics: list, done: Callable) -> None:
-        """``topics``: [(topic, [(partition, error or None)])]. ``done(group_error, topics)`` with
-        topics [(topic, [(partition, error)])] once the tombstones are stored.
-
-        As Kafka 4's OffsetMetadataManager.deleteOffsets: every requested partition of a known
-        topic is answered (NONE even without a committed offset); a tombstone is written only
-        where an offset is committed or a commit is being written. A failed write fails the
-        whole request (group-level error, no partitions)."""
-        group = self.groups.get(group_id)
-        if group is None or group.state is DEAD:
-            done(E.GROUP_ID_NOT_FOUND, [])
-            return
-        if group.state is not EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
-            done(E.NON_EMPTY_GROUP, [])
-            return
-        out = []
-        records = []
-        for topic, partitions in topics:
-            rows = []
-            subscribed = group.state is not EMPTY and group.is_subscribed_to_topic(topic)
-            for partition, error in partitions:
-                if error is not None:
-                    rows.append((partition, error))
-                elif subscribed:
-                    rows.append((partition, E.GROUP_SUBSCRIBED_TO_TOPIC))
-                else:
-                    rows.append((partition, E.NONE))
-                    tp = (topic, partition)
-                    if tp in group.offsets or group.has_pending_offset_commit(tp):
-                        records.append(rec.offset_commit_tombstone(group_id, topic, partition))
-            out.append((topic, rows))
-        if not records:
-            done(E.NONE, out)
-            return
-
-        def stored(exc) -> None:
-            if exc is not None:
-                error = append_error(exc)
-                log.warning("failed to delete offsets", group=group_id, error=error.name)
-                done(error, [])
-                return
-            log.info("offsets deleted", group=group_id, offsets=len(records))
-            done(E.NONE, out)
-
-        self.write(records, stored)
-
-    # ================================================================== retention
-    def expire_offsets(self, now: int) -> int:
-        """Delete offsets past ``offsets.retention.minutes`` and then Empty groups that have no
-        offsets left (Kafka's cleanupGroupMetadata). Returns the number of offsets expired."""
-        retention_ms = self.config.offsets_retention_ms
-        records = []
-        deleted_groups = []
-        expired_total = 0
-        for group in list(self.groups.values()):
-            if group.state is DEAD:
-                continue
-            base = None
-            skip_subscribed = False
-            if group.protocol_type is not None:
-                if group.state is EMPTY:
-                    state_ts = group.state_timestamp
-                    base = (lambda om, ts=state_ts: ts) if state_ts is not None else (
-                        lambda om: om.commit_timestamp)
-                elif (group.protocol_type == CONSUMER_PROTOCOL_TYPE
-                      and group.subscribed_topics is not None and group.state is STABLE):
-                    base = lambda om: om.commit_timestamp  # noqa: E731
-                    skip_subscribed = True
-            else:
-                base = lambda om: om.commit_timestamp  # noqa: E731 (simple groups)
-            expired = []
-            if base is not None:
-                for tp, om in group.offsets.items():
-                    if tp in group.pending_offset_commits:
-                        continue
-                    if skip_subscribed and group.is_subscribed_to_topic(tp[0]):
-                        continue
-                    if om.expire_timestamp is not None:
-                        if now >= om.expire_timestamp:
-                            expired.append(tp)
-                    elif now - base(om) >= retention_ms:
-                        expired.append(tp)
-            for topic, partition in expired:
-                records.append(rec.offset_commit_tombstone(group.group_id, topic, partition))
-            expired_total += len(expired)
-            if expired:
-                log.info("offsets expired", group=group.group_id, offsets=len(expired),
-                         partition=self.partition)
-            all_gone = len(expired) == len(group.offsets) and not group.pending_offset_commits
-            if (all_gone and group.state is EMPTY and not group.members
-                    and not group.pending_members):
-                if group.persisted:
-                    records.append(rec.group_metadata_tombstone(group.group_id))
-                    group.transition_to(DEAD, now)
-                    deleted_groups.append(group)
-                elif not group.offsets:
-                    del self.groups[group.group_id]
-        if not records:
-            return 0
-
-        def stored(exc) -> None:
-            if exc is not None:
-                log.warning("failed to write expired offsets", partition=self.partition,
-                            error=append_error(exc).name)
-                for group in deleted_groups:
-                    if self.groups.get(group.group_id) is group and group.state is DEAD:
-                        group.state = EMPTY
-                return
-            self.stats.offsets_expired_total += expired_total
-            for group in deleted_groups:
-                log.info("group deleted after its offsets expired", group=group.group_id)
-                self.stats.groups_deleted_total += 1
-            # simple groups whose last offsets expired are not persisted: drop them from memory
-            for group in list(self.groups.values()):
-                if group.protocol_type is None and not group.persisted:
-                    self._maybe_drop_transient_group(group)
-
-        self.write(records, stored)
-        return expired_total

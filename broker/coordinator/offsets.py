@@ -1,0 +1,299 @@
+"""Committed offsets of one coordinator shard's groups: OffsetCommit, OffsetFetch,
+OffsetDelete and retention, and the replay of their records (Kafka's OffsetMetadataManager).
+
+Offsets live on each group's GroupMetadata (``offsets``, ``pending_offset_commits``); the shard
+(shard.py) owns the group table and the write path, and checks that a committing member belongs
+to the current generation.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+import structlog
+
+from protocol.errors import ErrorCode
+
+from . import records as rec
+from .group import (COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, STABLE,
+                    GroupMetadata, OffsetAndMetadata)
+from .records import append_error, java_length
+
+if TYPE_CHECKING:
+    from .shard import GroupCoordinatorShard
+
+log = structlog.get_logger("broker.coordinator")
+
+E = ErrorCode
+UNKNOWN_MEMBER_ID = ""
+
+
+class OffsetMetadataManager:
+    """The offsets half of one shard; every change goes through the shard's write path."""
+
+    def __init__(self, shard: "GroupCoordinatorShard") -> None:
+        self.shard = shard
+
+    def replay(self, group_id: str, tp: tuple[str, int], offset: OffsetAndMetadata | None,
+               replay: bool) -> None:
+        """Apply an offset commit record (None: a tombstone), live or replayed at load."""
+        group = self.shard.groups.get(group_id)
+        if offset is None:
+            if group is not None:
+                group.offsets.pop(tp, None)
+            return
+        if group is None:
+            if not replay:
+                return  # the group was deleted while its commit was being written
+            group = self.shard.groups[group_id] = GroupMetadata(group_id, self.shard.clock())
+        elif group.state is DEAD and not replay:
+            return
+        group.offsets[tp] = offset
+
+    def commit(self, request, version: int, partitions: list, respond: Callable) -> None:
+        """``partitions``: [(topic, partition, offset, leader_epoch, metadata, error or None)],
+        errors already set for unknown topics. ``respond`` gets {(topic, partition): error}."""
+        group_id = request.group_id
+        generation = request.generation_id_or_member_epoch
+        member_id = request.member_id or UNKNOWN_MEMBER_ID
+        instance_id = request.group_instance_id if version >= 7 else None
+        results: dict[tuple[str, int], ErrorCode] = {
+            (t, p): err for t, p, _o, _e, _md, err in partitions if err is not None}
+        todo = [entry for entry in partitions if entry[5] is None]
+        if not todo:
+            respond(results)
+            return
+
+        def fail(error) -> None:
+            for t, p, *_ in todo:
+                results[(t, p)] = error
+            respond(results)
+
+        group = self.shard.groups.get(group_id)
+        if group is None:
+            if generation >= 0:
+                # v9+ knows GROUP_ID_NOT_FOUND; older clients get ILLEGAL_GENERATION
+                fail(E.GROUP_ID_NOT_FOUND if version >= 9 else E.ILLEGAL_GENERATION)
+                return
+            group = self.shard.groups[group_id] = GroupMetadata(group_id, self.shard.clock())  # simple group
+        error = self._validate_commit(group, generation, member_id, instance_id)
+        if error is not None:
+            fail(error)
+            self.shard.maybe_drop_transient_group(group)
+            return
+        now = self.shard.clock()
+        expire = None
+        if 2 <= version <= 4 and request.retention_time_ms not in (None, -1):
+            expire = now + request.retention_time_ms
+        records = []
+        written = []
+        max_metadata = self.shard.config.offset_metadata_max_bytes
+        for topic, partition, offset, leader_epoch, metadata, _ in todo:
+            if java_length(metadata) > max_metadata:
+                results[(topic, partition)] = E.OFFSET_METADATA_TOO_LARGE
+                continue
+            value = OffsetAndMetadata(offset, leader_epoch if version >= 6 else -1,
+                                      metadata or "", now, expire)
+            records.append(rec.offset_commit_record(group_id, topic, partition, value))
+            written.append((topic, partition))
+        if not records:
+            respond(results)
+            self.shard.maybe_drop_transient_group(group)
+            return
+        pending = group.pending_offset_commits
+        for tp in written:
+            pending[tp] = pending.get(tp, 0) + 1
+
+        def stored(exc) -> None:
+            for tp in written:
+                left = pending.get(tp, 0) - 1
+                if left > 0:
+                    pending[tp] = left
+                else:
+                    pending.pop(tp, None)
+            error = append_error(exc, for_offsets=True)
+            if exc is not None:
+                log.warning("failed to store offsets", group=group_id, error=error.name)
+            else:
+                self.shard.stats.offset_commits_total += len(written)
+            for tp in written:
+                results[tp] = error
+            respond(results)
+
+        self.shard.write(records, stored)
+
+    def _validate_commit(self, group: GroupMetadata, generation: int, member_id: str,
+                                instance_id: str | None):
+        if group.state is DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and group.state is EMPTY:
+            return None  # a simple (non-group-managed) commit, or the admin client
+        if generation >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
+            error = self.shard.validate_current_member(group, member_id, instance_id)
+            if error is not None:
+                return error
+            if generation != group.generation_id:
+                return E.ILLEGAL_GENERATION
+        elif group.state is not EMPTY:
+            return E.UNKNOWN_MEMBER_ID  # only members commit to a group that has members
+        if group.state is COMPLETING_REBALANCE:
+            # the member knows the new generation but not its assignment yet; commits from the
+            # current generation during PreparingRebalance are accepted
+            return E.REBALANCE_IN_PROGRESS
+        return None
+
+    # ================================================================== OffsetFetch
+    def fetch(self, group_id: str, topics: list | None, require_stable: bool):
+        """-> [(topic, [(partition, offset, leader_epoch, metadata, error)])].
+
+        ``topics`` is [(topic, [partitions])] or None for every committed offset of the group.
+        """
+        group = self.shard.groups.get(group_id)
+        if group is not None and group.state is DEAD:
+            group = None
+        if topics is None:
+            if group is None:
+                return []
+            by_topic: dict[str, list] = {}
+            for (topic, partition) in sorted(group.offsets):
+                by_topic.setdefault(topic, []).append(partition)
+            topics = list(by_topic.items())
+        out = []
+        for topic, partitions in topics:
+            rows = []
+            for partition in partitions:
+                tp = (topic, partition)
+                if group is None:
+                    rows.append((partition, -1, -1, "", E.NONE))
+                    continue
+                if require_stable and group.has_pending_offset_commit(tp):
+                    rows.append((partition, -1, -1, "", E.UNSTABLE_OFFSET_COMMIT))
+                    continue
+                offset = group.offsets.get(tp)
+                if offset is None:
+                    rows.append((partition, -1, -1, "", E.NONE))
+                else:
+                    rows.append((partition, offset.offset, offset.leader_epoch,
+                                 offset.metadata, E.NONE))
+            out.append((topic, rows))
+        return out
+
+    # ================================================================== OffsetDelete
+    def delete(self, group_id: str, topics: list, done: Callable) -> None:
+        """``topics``: [(topic, [(partition, error or None)])]. ``done(group_error, topics)`` with
+        topics [(topic, [(partition, error)])] once the tombstones are stored.
+
+        As Kafka 4's OffsetMetadataManager.deleteOffsets: every requested partition of a known
+        topic is answered (NONE even without a committed offset); a tombstone is written only
+        where an offset is committed or a commit is being written. A failed write fails the
+        whole request (group-level error, no partitions)."""
+        group = self.shard.groups.get(group_id)
+        if group is None or group.state is DEAD:
+            done(E.GROUP_ID_NOT_FOUND, [])
+            return
+        if group.state is not EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            done(E.NON_EMPTY_GROUP, [])
+            return
+        out = []
+        records = []
+        for topic, partitions in topics:
+            rows = []
+            subscribed = group.state is not EMPTY and group.is_subscribed_to_topic(topic)
+            for partition, error in partitions:
+                if error is not None:
+                    rows.append((partition, error))
+                elif subscribed:
+                    rows.append((partition, E.GROUP_SUBSCRIBED_TO_TOPIC))
+                else:
+                    rows.append((partition, E.NONE))
+                    tp = (topic, partition)
+                    if tp in group.offsets or group.has_pending_offset_commit(tp):
+                        records.append(rec.offset_commit_tombstone(group_id, topic, partition))
+            out.append((topic, rows))
+        if not records:
+            done(E.NONE, out)
+            return
+
+        def stored(exc) -> None:
+            if exc is not None:
+                error = append_error(exc)
+                log.warning("failed to delete offsets", group=group_id, error=error.name)
+                done(error, [])
+                return
+            log.info("offsets deleted", group=group_id, offsets=len(records))
+            done(E.NONE, out)
+
+        self.shard.write(records, stored)
+
+    # ================================================================== retention
+    def expire(self, now: int) -> int:
+        """Delete offsets past ``offsets.retention.minutes`` and then Empty groups that have no
+        offsets left (Kafka's cleanupGroupMetadata). Returns the number of offsets expired."""
+        retention_ms = self.shard.config.offsets_retention_ms
+        records = []
+        deleted_groups = []
+        expired_total = 0
+        for group in list(self.shard.groups.values()):
+            if group.state is DEAD:
+                continue
+            base = None
+            skip_subscribed = False
+            if group.protocol_type is not None:
+                if group.state is EMPTY:
+                    state_ts = group.state_timestamp
+                    base = (lambda om, ts=state_ts: ts) if state_ts is not None else (
+                        lambda om: om.commit_timestamp)
+                elif (group.protocol_type == CONSUMER_PROTOCOL_TYPE
+                      and group.subscribed_topics is not None and group.state is STABLE):
+                    base = lambda om: om.commit_timestamp  # noqa: E731
+                    skip_subscribed = True
+            else:
+                base = lambda om: om.commit_timestamp  # noqa: E731 (simple groups)
+            expired = []
+            if base is not None:
+                for tp, om in group.offsets.items():
+                    if tp in group.pending_offset_commits:
+                        continue
+                    if skip_subscribed and group.is_subscribed_to_topic(tp[0]):
+                        continue
+                    if om.expire_timestamp is not None:
+                        if now >= om.expire_timestamp:
+                            expired.append(tp)
+                    elif now - base(om) >= retention_ms:
+                        expired.append(tp)
+            for topic, partition in expired:
+                records.append(rec.offset_commit_tombstone(group.group_id, topic, partition))
+            expired_total += len(expired)
+            if expired:
+                log.info("offsets expired", group=group.group_id, offsets=len(expired),
+                         partition=self.shard.partition)
+            all_gone = len(expired) == len(group.offsets) and not group.pending_offset_commits
+            if (all_gone and group.state is EMPTY and not group.members
+                    and not group.pending_members):
+                if group.persisted:
+                    records.append(rec.group_metadata_tombstone(group.group_id))
+                    group.transition_to(DEAD, now)
+                    deleted_groups.append(group)
+                elif not group.offsets:
+                    del self.shard.groups[group.group_id]
+        if not records:
+            return 0
+
+        def stored(exc) -> None:
+            if exc is not None:
+                log.warning("failed to write expired offsets", partition=self.shard.partition,
+                            error=append_error(exc).name)
+                for group in deleted_groups:
+                    if self.shard.groups.get(group.group_id) is group and group.state is DEAD:
+                        group.state = EMPTY
+                return
+            self.shard.stats.offsets_expired_total += expired_total
+            for group in deleted_groups:
+                log.info("group deleted after its offsets expired", group=group.group_id)
+                self.shard.stats.groups_deleted_total += 1
+            # simple groups whose last offsets expired are not persisted: drop them from memory
+            for group in list(self.shard.groups.values()):
+                if group.protocol_type is None and not group.persisted:
+                    self.shard.maybe_drop_transient_group(group)
+
+        self.shard.write(records, stored)
+        return expired_total
