@@ -428,7 +428,7 @@ class DelayedOperationPurgatory:
         """Complete ``old`` if it still waits, then watch ``new`` under ``key``: the same as
         ``old.force_complete()`` followed by ``try_complete_else_watch(new, (key,))``. When
         ``old`` is the only operation watching ``key`` and has nothing to do on completion (a
-        member's DelayedHeartbeat handing over to the next one, seed 004), its watch slot and
+        member's DelayedHeartbeat handing over to the next one), its watch slot and
         waiting count pass to ``new`` in one step. Returns what try_complete_else_watch does."""
         watchers = self._watchers
         if (old is None or old.completed or old._purgatory is not self or old._keys is not key

@@ -46,7 +46,7 @@ UNKNOWN_MEMBER_ID = ""
 
 class DelayedHeartbeat(DelayedOperation):
     """A member's liveness deadline. Completes (silently) when a later heartbeat arrives; on
-    expiry the member is removed unless it is alive by seed 004's three conditions."""
+    expiry the member is removed unless it is alive (MemberMetadata.is_alive's three conditions)."""
 
     __slots__ = ("shard", "group", "member")
     kind = "heartbeat"
@@ -395,7 +395,7 @@ class GroupCoordinatorShard:
     # ------------------------------------------------------------------ heartbeats
     def complete_and_schedule_next_heartbeat(self, group: GroupMetadata,
                                              member: MemberMetadata) -> None:
-        """Seed 004: complete the member's DelayedHeartbeat, then watch a new one due at
+        """Complete the member's DelayedHeartbeat, then watch a new one due at
         now + session timeout. A member has at most one at any time."""
         now = self.clock()
         member.latest_heartbeat = now
@@ -562,7 +562,7 @@ class GroupCoordinatorShard:
             if group.maybe_invoke_sync_callback(member, error=error, protocol_type=protocol_type,
                                                 protocol_name=protocol_name,
                                                 assignment=member.assignment if ok else b""):
-                # seed 004, point 3: after its SyncGroup response is sent
+                # heartbeat rescheduled after its SyncGroup response is sent
                 if group.members.get(member.member_id) is member:
                     self.complete_and_schedule_next_heartbeat(group, member)
 
@@ -746,7 +746,7 @@ class GroupCoordinatorShard:
         callback(error=E.NONE, member_id=member.member_id, generation_id=group.generation_id,
                  protocol_type=group.protocol_type, protocol_name=group.protocol_name,
                  leader=group.leader_id, skip_assignment=False, members=members)
-        # seed 004, point 1: after a JoinGroup response is sent to the member
+        # heartbeat rescheduled after a JoinGroup response is sent to the member
         self.complete_and_schedule_next_heartbeat(group, member)
 
     def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
@@ -934,7 +934,7 @@ class GroupCoordinatorShard:
             member.awaiting_sync = callback
             if previous is not None:
                 previous(error=E.REBALANCE_IN_PROGRESS)
-            # seed 004, point 2: when its SyncGroup request is handled
+            # heartbeat rescheduled when its SyncGroup request is handled
             self.complete_and_schedule_next_heartbeat(group, member)
             self._remove_pending_sync_member(group, member_id)
             if group.is_leader(member_id):

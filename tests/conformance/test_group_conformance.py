@@ -5,8 +5,8 @@ several connections (one per member, the way clients do it), and asserts what Ka
 The expected values are Kafka's answers, observed on the real broker; a test that passes on
 "kafka" and fails on "kbroker" is a difference to fix in kbroker, never a reason to change the
 expectation. Where Kafka's answer is arbitrary (member id UUIDs, leader choice or vote ties decided
-by hash-map order) the test checks the shape of Kafka's answer and kbroker's deterministic rule from
-design.md, and says so at that spot.
+by hash-map order) the test checks the shape of Kafka's answer and kbroker's deterministic rule
+(broker/coordinator/group.py), and says so at that spot.
 
 A JoinGroup that waits for a rebalance is sent with ``RawClient.send`` and read later with
 ``receive``; Kafka answers one request per connection at a time, so every member has its own
@@ -603,7 +603,7 @@ def test_protocol_vote_candidates_only(target, connect, admin, group, topic):
 
 def test_protocol_vote_tie(target, connect, admin, group, topic):
     """A tie: Kafka picks among the tied protocols by hash-map order (arbitrary), so for Kafka
-    only membership of the tie is checked; kbroker must follow design.md's rule, the first tied
+    only membership of the tie is checked; kbroker must follow its rule (GroupMetadata.select_protocol), the first tied
     candidate in the leader's preference order."""
     sub = subscription(topic)
     a = connect("a")

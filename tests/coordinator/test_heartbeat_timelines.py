@@ -1,12 +1,12 @@
-"""Seed 004's DelayedHeartbeat timelines, step by step.
+"""DelayedHeartbeat timelines of members with different session timeouts, step by step.
 
 complete_and_schedule_next_heartbeat runs after a JoinGroup response is sent, when a SyncGroup
 request is handled, after a SyncGroup response is sent, and on each Heartbeat; JoinGroup handling
 does not reschedule. An expired DelayedHeartbeat removes the member only if it is not alive: its
 awaiting-join or awaiting-sync callback is set, or latest_heartbeat + session_timeout > deadline.
 
-T stands for 10:00:00 in the seed's figures. Requests that arrive at the same millisecond as a
-deadline are handled before the timer runs (``h.at(t)``), as the seed's narrative assumes.
+T is the start of each timeline. Requests that arrive at the same millisecond as a deadline are
+handled before the timer runs (``h.at(t)``).
 """
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def form_group(h: Timeline, sessions: list[int], at: int, rebalance: int = LONG_
     return [r.member_id for r in replies], replies
 
 
-def test_figure_5_27_join_response_sync_request_sync_response():
+def test_heartbeat_deadline_after_join_response_sync_request_and_sync_response():
     """One member, 5 s session: deadlines 5 s, then 6 s at its SyncGroup request, then 8 s after
     its SyncGroup response (the assignment took 2 s to store)."""
     h = Timeline({"group.min.session.timeout.ms": 1000})
@@ -80,7 +80,7 @@ def test_figure_5_27_join_response_sync_request_sync_response():
     assert c1 not in h.group().members
 
 
-def test_figure_5_30_awaiting_sync_keeps_members_alive():
+def test_awaiting_sync_keeps_members_alive():
     """C1=10 s, C2=20 s (leader), C3=40 s. The join completes at T; C1 syncs at T+3; the leader
     at T+20; the assignment is stored and the sync responses sent at T+25; C3 syncs at T+40."""
     h = Timeline()
@@ -166,7 +166,7 @@ def _stable_pair(h: Timeline):
     return c1, c2, gen
 
 
-def test_figure_5_31_awaiting_join_keeps_members_alive():
+def test_awaiting_join_keeps_members_alive():
     h = Timeline()
     c1, c2, gen = _stable_pair(h)
 
@@ -203,7 +203,7 @@ def test_figure_5_31_awaiting_join_keeps_members_alive():
     assert h.state() == "CompletingRebalance"
 
 
-def test_figure_5_32_member_that_does_not_rejoin_is_removed():
+def test_member_that_does_not_rejoin_is_removed():
     h = Timeline()
     c1, c2, gen = _stable_pair(h)
     h.at(T + 2 * SEC)
