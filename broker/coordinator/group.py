@@ -133,8 +133,9 @@ class MemberMetadata:
         raise IllegalGroupTransition(f"member {self.member_id} does not support any of {candidates}")
 
     def is_alive(self, heartbeat_deadline: int) -> bool:
-        """Kafka's three liveness conditions, any one of which keeps the member: awaiting a JoinGroup
-        answer, awaiting a SyncGroup answer, or a heartbeat within the session timeout."""
+        """Kafka's three liveness conditions, any one of which keeps the member: awaiting a
+        JoinGroup answer, awaiting a SyncGroup answer, or a heartbeat within the session
+        timeout."""
         return (self.awaiting_join is not None
                 or self.awaiting_sync is not None
                 or self.latest_heartbeat + self.session_timeout_ms > heartbeat_deadline)

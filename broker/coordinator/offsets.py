@@ -74,7 +74,8 @@ class OffsetMetadataManager:
                 # v9+ knows GROUP_ID_NOT_FOUND; older clients get ILLEGAL_GENERATION
                 fail(E.GROUP_ID_NOT_FOUND if version >= 9 else E.ILLEGAL_GENERATION)
                 return
-            group = self.shard.groups[group_id] = GroupMetadata(group_id, self.shard.clock())  # simple group
+            # a simple group: offsets committed without group management
+            group = self.shard.groups[group_id] = GroupMetadata(group_id, self.shard.clock())
         error = self._validate_commit(group, generation, member_id, instance_id)
         if error is not None:
             fail(error)
