@@ -43,6 +43,7 @@ VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
 }
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
+UNKNOWN_MEMBER_ID = ""  # the member id of a member that has none yet
 
 
 class IllegalGroupTransition(RuntimeError):

@@ -15,7 +15,7 @@ from protocol.errors import ErrorCode
 
 from . import records as rec
 from .group import (COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, STABLE,
-                    GroupMetadata, OffsetAndMetadata)
+                    UNKNOWN_MEMBER_ID, GroupMetadata, OffsetAndMetadata)
 from .records import append_error, java_length
 
 if TYPE_CHECKING:
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("broker.coordinator")
 
 E = ErrorCode
-UNKNOWN_MEMBER_ID = ""
 
 
 class OffsetMetadataManager:

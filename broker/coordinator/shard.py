@@ -29,7 +29,7 @@ from . import records as rec
 from .offsets import OffsetMetadataManager
 from .records import append_error
 from .group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
-                    GroupMetadata, MemberMetadata)
+                    UNKNOWN_MEMBER_ID, GroupMetadata, MemberMetadata)
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -38,8 +38,6 @@ E = ErrorCode
 #: Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a member that joined but was never answered
 #: is dropped after this, so clients that gave up on a long rebalance do not pile up.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
-
-UNKNOWN_MEMBER_ID = ""
 
 
 # ============================================================================ delayed operations
