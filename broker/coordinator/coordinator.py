@@ -38,7 +38,8 @@ from protocol.errors import ErrorCode
 from ..purgatory import DelayedOperationPurgatory, Timer
 from .group import GroupState
 from .hashing import partition_for
-from .shard import GroupCoordinatorShard, Stats, make_join_callback, make_sync_callback
+from .classic.manager import make_join_callback, make_sync_callback
+from .shard import GroupCoordinatorShard, Stats
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -245,7 +246,7 @@ class GroupCoordinator:
             make_join_callback(respond, api_version)(error=E.COORDINATOR_LOAD_IN_PROGRESS,
                                                      member_id=request.member_id)
             return
-        shard.join_group(request, api_version, _client_id(context), _client_host(context),
+        shard.classic.join_group(request, api_version, _client_id(context), _client_host(context),
                          respond)
 
     # ================================================================== SyncGroup
@@ -265,7 +266,7 @@ class GroupCoordinator:
             # not all expect COORDINATOR_LOAD_IN_PROGRESS from SyncGroup
             make_sync_callback(respond, api_version)(error=E.REBALANCE_IN_PROGRESS)
             return
-        shard.sync_group(request, api_version, respond)
+        shard.classic.sync_group(request, api_version, respond)
 
     # ================================================================== Heartbeat
     def heartbeat(self, request, api_version: int, context, respond: Callable) -> None:
@@ -274,7 +275,7 @@ class GroupCoordinator:
         else:
             shard = self.shard_for(request.group_id)
             # while loading, answer blindly (as Kafka does): the member is not known yet
-            error = E.NONE if shard.loading else shard.heartbeat(request, api_version)
+            error = E.NONE if shard.loading else shard.classic.heartbeat(request, api_version)
         respond(m.HeartbeatResponse(error_code=error))
 
     # ================================================================== LeaveGroup
@@ -291,7 +292,7 @@ class GroupCoordinator:
             if shard.loading:
                 top, results = E.COORDINATOR_LOAD_IN_PROGRESS, []
             else:
-                top, results = shard.leave_group(request.group_id, identities)
+                top, results = shard.classic.leave_group(request.group_id, identities)
         if api_version >= 3:
             cls = m.LeaveGroupResponse.MemberResponse
             respond(m.LeaveGroupResponse(
@@ -394,7 +395,7 @@ class GroupCoordinator:
             if shard.loading:
                 out.append(cls(error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS), group_id=group_id))
                 continue
-            described = shard.describe_group(group_id, api_version)
+            described = shard.classic.describe_group(group_id, api_version)
             if include_ops and described.error_code == 0:
                 described.authorized_operations = GROUP_AUTHORIZED_OPERATIONS
             out.append(described)

@@ -128,7 +128,7 @@ class OffsetMetadataManager:
         if generation < 0 and group.state is EMPTY:
             return None  # a simple (non-group-managed) commit, or the admin client
         if generation >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
-            error = self.shard.validate_current_member(group, member_id, instance_id)
+            error = self.shard.classic.validate_current_member(group, member_id, instance_id)
             if error is not None:
                 return error
             if generation != group.generation_id:

@@ -1,0 +1,2 @@
+"""The classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) and its delayed
+operations."""
