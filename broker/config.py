@@ -37,6 +37,27 @@ def _opt_str(value):
     return None if value is None or str(value) == "" else str(value)
 
 
+def _list(value) -> tuple:
+    if isinstance(value, (list, tuple)):
+        return tuple(str(v).strip() for v in value)
+    return tuple(v.strip() for v in str(value).split(",") if v.strip())
+
+
+#: Kafka's class names of the built-in server assignors, accepted for their short names
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+
+def _assignors(value) -> tuple:
+    names = tuple(_ASSIGNOR_CLASSES.get(v, v) for v in _list(value))
+    unknown = [n for n in names if n not in ("uniform", "range")]
+    if unknown or not names:
+        raise ValueError(f"unknown assignor(s) {unknown}: only uniform and range are built in")
+    return names
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -85,6 +106,24 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "Wait before the first rebalance of an empty group (Kafka: 3000; chosen by "
             "measurement with real clients, see README)."),
     Setting("group.max.size", int, 2147483647, "Most members in one group."),
+    Setting("group.coordinator.rebalance.protocols", _list, ("classic", "consumer"),
+            "Group protocols served: classic (JoinGroup) and consumer (KIP-848)."),
+    Setting("group.consumer.heartbeat.interval.ms", int, 250,
+            "Heartbeat interval the broker gives consumer-protocol members (Kafka: 5000; shorter "
+            "so that a local group settles within a second, see README)."),
+    Setting("group.consumer.min.heartbeat.interval.ms", int, 250,
+            "Smallest group.consumer.heartbeat.interval.ms allowed (Kafka: 5000)."),
+    Setting("group.consumer.max.heartbeat.interval.ms", int, 15000,
+            "Largest group.consumer.heartbeat.interval.ms allowed."),
+    Setting("group.consumer.session.timeout.ms", int, 45000,
+            "A consumer-protocol member that does not heartbeat for this long is fenced."),
+    Setting("group.consumer.min.session.timeout.ms", int, 45000,
+            "Smallest group.consumer.session.timeout.ms allowed."),
+    Setting("group.consumer.max.session.timeout.ms", int, 60000,
+            "Largest group.consumer.session.timeout.ms allowed."),
+    Setting("group.consumer.max.size", int, 2147483647, "Most members in one consumer group."),
+    Setting("group.consumer.assignors", _assignors, ("uniform", "range"),
+            "Server-side assignors of consumer groups; the first is the default."),
     Setting("metrics.port", int, 9404, "HTTP port for /metrics, /health and /ready (0 = off)."),
     Setting("metrics.host", _str, "127.0.0.1", "Address the metrics endpoint binds."),
     Setting("log.format", _str, "auto", "auto (console on a terminal, JSON otherwise), console or json."),
@@ -148,6 +187,19 @@ class BrokerConfig:
             raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms exceeds group.max.session.timeout.ms")
+        for what in ("heartbeat.interval", "session.timeout"):
+            low, value, high = (self[f"group.consumer.{x}{what}.ms"] for x in ("min.", "", "max."))
+            if not low <= value <= high:
+                raise ConfigError(f"group.consumer.{what}.ms must be between "
+                                  f"group.consumer.min.{what}.ms and group.consumer.max.{what}.ms")
+        if self["group.consumer.heartbeat.interval.ms"] >= \
+                self["group.consumer.session.timeout.ms"]:
+            raise ConfigError("group.consumer.heartbeat.interval.ms must be less than "
+                              "group.consumer.session.timeout.ms")
+        unknown = set(self["group.coordinator.rebalance.protocols"]) - {"classic", "consumer"}
+        if unknown or "classic" not in self["group.coordinator.rebalance.protocols"]:
+            raise ConfigError("group.coordinator.rebalance.protocols must include classic and "
+                              f"may add consumer; unknown: {sorted(unknown)}")
         for name in ("num.partitions", "offsets.topic.num.partitions", "socket.request.max.bytes",
                      "message.max.bytes", "queued.max.requests", "max.connections"):
             if self[name] < 1:

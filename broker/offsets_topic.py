@@ -15,6 +15,7 @@ import structlog
 from protocol.records import SimpleRecord, build_batch
 
 from .coordinator import GroupCoordinator
+from .coordinator.coordinator import TopicsView
 from .topics import OFFSETS_TOPIC
 
 log = structlog.get_logger("broker.coordinator")
@@ -38,7 +39,33 @@ def build_coordinator(broker) -> GroupCoordinator:
     def topic_exists(topic: str, partition: int) -> bool:
         return broker.topics.partition(topic, partition) is not None
 
-    return GroupCoordinator(broker.config, broker.clock, broker.timer, persist, topic_exists)
+    return GroupCoordinator(broker.config, broker.clock, broker.timer, persist, topic_exists,
+                            topics=BrokerTopicsView(broker.topics))
+
+
+class BrokerTopicsView(TopicsView):
+    """The broker's topics as consumer groups see them (coordinator.TopicsView)."""
+
+    def __init__(self, topics) -> None:
+        self.topics = topics
+
+    def get(self, name: str):
+        topic = self.topics.topics.get(name)
+        if topic is None or topic.internal:
+            return None
+        return topic.topic_id, len(topic.partitions)
+
+    def by_id(self, topic_id):
+        topic = self.topics.by_id.get(topic_id)
+        if topic is None:
+            return None
+        return topic.name, len(topic.partitions)
+
+    def names(self):
+        return [name for name, topic in self.topics.topics.items() if not topic.internal]
+
+    def version(self) -> int:
+        return self.topics.version
 
 
 def read_records(partition_log):

@@ -131,6 +131,9 @@ class TopicManager:
         self.by_id: dict[uuid.UUID, Topic] = {}
         self.logs = LogManager(data_dir)
         self._meta_path = os.path.join(data_dir, "topics.json") if data_dir else None
+        #: changes whenever a topic is created or deleted or gains partitions (consumer groups
+        #: recompute their assignment when the topics they subscribe to change)
+        self.version = 0
 
     # -- lookups
 
@@ -159,6 +162,7 @@ class TopicManager:
         self.topics[name] = topic
         self.by_id[topic.topic_id] = topic
         self._add_partitions(topic, num_partitions)
+        self.version += 1
         if save:
             self.save()
         return topic
@@ -173,11 +177,13 @@ class TopicManager:
 
     def add_partitions(self, name: str, total: int) -> None:
         self._add_partitions(self.topics[name], total)
+        self.version += 1
         self.save()
 
     def delete(self, name: str) -> None:
         topic = self.topics.pop(name)
         self.by_id.pop(topic.topic_id, None)
+        self.version += 1
         self.logs.delete_topic(name)
         # Partition.topic <-> Topic.partitions is a cycle: break it so the logs' memory is freed
         # now, not at the next cyclic garbage collection

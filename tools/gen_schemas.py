@@ -40,7 +40,11 @@ APIS = {
 CLIENT_DATA = ["RequestHeader", "ResponseHeader", "ConsumerProtocolSubscription",
                "ConsumerProtocolAssignment"]
 COORDINATOR_RECORDS = ["OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey",
-                       "GroupMetadataValue"]
+                       "GroupMetadataValue"] + [
+    f"ConsumerGroup{name}{part}" for name in (
+        "Metadata", "MemberMetadata", "TargetAssignmentMetadata", "TargetAssignmentMember",
+        "CurrentMemberAssignment", "RegularExpression", "PartitionMetadata")
+    for part in ("Key", "Value")]
 KEEP_KEYS = {"name", "type", "versions", "nullableVersions", "taggedVersions", "tag", "default",
              "ignorable", "fields", "flexibleVersions", "mapKey"}
 

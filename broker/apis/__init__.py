@@ -56,10 +56,15 @@ def _register(handler: ApiHandler) -> None:
 HANDLERS: dict[int, ApiHandler] = {}
 
 
-def api_version_entries() -> list:
+def api_version_entries(config=None) -> list:
+    """The advertised ranges; without the consumer protocol's APIs when the broker's
+    ``group.coordinator.rebalance.protocols`` leaves it out, as Kafka does."""
     Entry = ApiVersionsResponse.ApiVersion
+    hidden = ()
+    if config is not None and "consumer" not in config["group.coordinator.rebalance.protocols"]:
+        hidden = _groups.CONSUMER_PROTOCOL_APIS
     return [Entry(api_key=h.key, min_version=h.min_version, max_version=h.max_version)
-            for h in sorted(HANDLERS.values(), key=lambda h: h.key)]
+            for h in sorted(HANDLERS.values(), key=lambda h: h.key) if h.name not in hidden]
 
 
 for _name in _MODULES:

@@ -19,4 +19,26 @@ def handle(broker, ctx, request, respond) -> None:
     if ctx.api_version >= 3 and not (_SOFTWARE.match(request.client_software_name or "") and
                                      _SOFTWARE.match(request.client_software_version or "")):
         error = ErrorCode.INVALID_REQUEST
-    respond(ApiVersionsResponse(error_code=error, api_keys=api_version_entries()))
+    response = ApiVersionsResponse(error_code=error, api_keys=api_version_entries(broker.config))
+    if ctx.api_version >= 3:
+        response.supported_features, response.finalized_features = features(broker.config)
+        response.finalized_features_epoch = FINALIZED_FEATURES_EPOCH
+    respond(response)
+
+
+#: a single broker never changes its finalized features while it runs
+FINALIZED_FEATURES_EPOCH = 1
+
+
+def features(config) -> tuple[list, list]:
+    """(supported, finalized) feature levels. ``group.version`` 1 means the consumer group
+    protocol (KIP-848) is served."""
+    supported_cls = ApiVersionsResponse.SupportedFeatureKey
+    finalized_cls = ApiVersionsResponse.FinalizedFeatureKey
+    group_version = 1 if "consumer" in config["group.coordinator.rebalance.protocols"] else 0
+    supported = [supported_cls(name="group.version", min_version=0, max_version=1)]
+    finalized = []
+    if group_version:
+        finalized.append(finalized_cls(name="group.version", min_version_level=group_version,
+                                       max_version_level=group_version))
+    return supported, finalized

@@ -15,7 +15,13 @@ ENTRIES = [
     ("ListGroups", (0, 5), "list_groups"),
     ("DeleteGroups", (0, 2), "delete_groups"),
     ("OffsetDelete", (0, 0), "offset_delete"),
+    ("ConsumerGroupHeartbeat", (0, 1), "consumer_group_heartbeat"),
+    ("ConsumerGroupDescribe", (0, 1), "consumer_group_describe"),
 ]
+
+#: the APIs of the consumer protocol (KIP-848), served when group.coordinator.rebalance.protocols
+#: names "consumer"
+CONSUMER_PROTOCOL_APIS = ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")
 
 
 def route(method: str):

@@ -39,6 +39,8 @@ from ..purgatory import DelayedOperationPurgatory, Timer
 from .group import GroupState
 from .hashing import partition_for
 from .classic.manager import make_join_callback, make_sync_callback
+from .consumer.group import ConsumerGroup
+from .records import append_error
 from .shard import GroupCoordinatorShard, Stats
 
 log = structlog.get_logger("broker.coordinator")
@@ -65,6 +67,10 @@ class CoordinatorConfig:
     offsets_retention_minutes: int = 10080
     offsets_topic_num_partitions: int = 50
     offsets_retention_check_interval_ms: int = 600000
+    group_consumer_heartbeat_interval_ms: int = 250   # the broker's default (broker/config.py)
+    group_consumer_session_timeout_ms: int = 45000
+    group_consumer_max_size: int = 2147483647
+    group_consumer_assignors: tuple = ("uniform", "range")
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -86,9 +92,32 @@ class CoordinatorConfig:
                 except (KeyError, IndexError, TypeError, AttributeError):
                     continue
                 if value is not None:
-                    values[f.name] = int(value)
+                    if f.type in (tuple, "tuple"):
+                        values[f.name] = tuple(value) if not isinstance(value, str) else \
+                            tuple(v.strip() for v in value.split(",") if v.strip())
+                    else:
+                        values[f.name] = int(value)
                     break
         return cls(**values)
+
+
+class TopicsView:
+    """What consumer groups need to know of topics (the broker passes one over its topics):
+    ``get(name) -> (topic_id, partitions) | None``, ``by_id(topic_id) -> (name, partitions) |
+    None``, ``names()`` (the topics a regex may match) and ``version()``, which changes whenever
+    a topic is created, deleted or gains partitions. This default knows none."""
+
+    def get(self, name: str):
+        return None
+
+    def by_id(self, topic_id):
+        return None
+
+    def names(self):
+        return ()
+
+    def version(self) -> int:
+        return 0
 
 
 def _client_id(context) -> str:
@@ -114,7 +143,7 @@ class GroupCoordinator:
     def __init__(self, config=None, clock: Callable[[], int] | None = None,
                  timer: Timer | None = None, persist: Callable | None = None,
                  topic_exists: Callable[[str, int], bool] | None = None, *,
-                 new_uuid: Callable[[], object] = uuid.uuid4) -> None:
+                 new_uuid: Callable[[], object] = uuid.uuid4, topics=None) -> None:
         self.config = CoordinatorConfig.from_config(config)
         if clock is None:
             clock = timer.clock if timer is not None else None
@@ -124,6 +153,8 @@ class GroupCoordinator:
         self.timer = timer if timer is not None else Timer(clock)
         self.persist = persist if persist is not None else (lambda p, records, done: done(None))
         self.topic_exists = topic_exists if topic_exists is not None else (lambda t, p: True)
+        #: topic metadata for consumer groups (see TopicsView)
+        self.topics = topics if topics is not None else TopicsView()
         self.stats = Stats()
         self.heartbeat_purgatory = DelayedOperationPurgatory("Heartbeat", self.timer)
         self.rebalance_purgatory = DelayedOperationPurgatory("Rebalance", self.timer)
@@ -132,7 +163,8 @@ class GroupCoordinator:
         self.shards = [
             GroupCoordinatorShard(p, self.config, self.clock, self.timer,
                                   self.heartbeat_purgatory, self.rebalance_purgatory,
-                                  self._persist, self.topic_exists, self.stats, new_uuid)
+                                  self._persist, self.topic_exists, self.stats, new_uuid,
+                                  self.topics)
             for p in range(self.num_partitions)]
         self._retention_handle = None
         self._closed = False
@@ -246,6 +278,15 @@ class GroupCoordinator:
             make_join_callback(respond, api_version)(error=E.COORDINATOR_LOAD_IN_PROGRESS,
                                                      member_id=request.member_id)
             return
+        group = shard.groups.get(request.group_id)
+        if isinstance(group, ConsumerGroup) and group.state is not GroupState.DEAD:
+            if group.members:
+                # classic members joining a running consumer group (online migration) are
+                # not served yet
+                make_join_callback(respond, api_version)(
+                    error=E.INCONSISTENT_GROUP_PROTOCOL, member_id=request.member_id)
+                return
+            shard.consumer.convert_to_classic(group)
         shard.classic.join_group(request, api_version, _client_id(context), _client_host(context),
                          respond)
 
@@ -266,6 +307,9 @@ class GroupCoordinator:
             # not all expect COORDINATOR_LOAD_IN_PROGRESS from SyncGroup
             make_sync_callback(respond, api_version)(error=E.REBALANCE_IN_PROGRESS)
             return
+        if isinstance(shard.groups.get(request.group_id), ConsumerGroup):
+            make_sync_callback(respond, api_version)(error=E.UNKNOWN_MEMBER_ID)
+            return
         shard.classic.sync_group(request, api_version, respond)
 
     # ================================================================== Heartbeat
@@ -275,7 +319,12 @@ class GroupCoordinator:
         else:
             shard = self.shard_for(request.group_id)
             # while loading, answer blindly (as Kafka does): the member is not known yet
-            error = E.NONE if shard.loading else shard.classic.heartbeat(request, api_version)
+            if shard.loading:
+                error = E.NONE
+            elif isinstance(shard.groups.get(request.group_id), ConsumerGroup):
+                error = E.UNKNOWN_MEMBER_ID
+            else:
+                error = shard.classic.heartbeat(request, api_version)
         respond(m.HeartbeatResponse(error_code=error))
 
     # ================================================================== LeaveGroup
@@ -291,6 +340,9 @@ class GroupCoordinator:
             shard = self.shard_for(request.group_id)
             if shard.loading:
                 top, results = E.COORDINATOR_LOAD_IN_PROGRESS, []
+            elif isinstance(shard.groups.get(request.group_id), ConsumerGroup):
+                top, results = E.NONE, [(mid or "", iid, E.UNKNOWN_MEMBER_ID)
+                                        for mid, iid, _ in identities]
             else:
                 top, results = shard.classic.leave_group(request.group_id, identities)
         if api_version >= 3:
@@ -304,6 +356,57 @@ class GroupCoordinator:
             if error == E.NONE:
                 error = next((err for _, _, err in results if err != E.NONE), E.NONE)
             respond(m.LeaveGroupResponse(error_code=int(error)))
+
+    # ================================================================== ConsumerGroupHeartbeat
+    def consumer_group_heartbeat(self, request, api_version: int, context,
+                                 respond: Callable) -> None:
+        """KIP-848: the member's heartbeat carries its subscription and what it owns; the
+        answer carries its epoch and, when it changed, its assignment."""
+        group_id = request.group_id or ""
+        shard = self.shard_for(group_id)
+        if shard.loading:
+            respond(m.ConsumerGroupHeartbeatResponse(
+                error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS), member_epoch=0))
+            return
+        records, response = shard.consumer.heartbeat(
+            request, api_version, _client_id(context), _client_host(context))
+        if not records:
+            respond(response)
+            return
+
+        def stored(exc) -> None:
+            if exc is not None:
+                error = append_error(exc)
+                log.warning("failed to store consumer group records", group=group_id,
+                            error=error.name)
+                respond(m.ConsumerGroupHeartbeatResponse(error_code=int(error), member_epoch=0))
+                return
+            respond(response)
+
+        shard.write(records, stored)
+
+    # ================================================================== ConsumerGroupDescribe
+    def consumer_group_describe(self, request, api_version: int, context,
+                                respond: Callable) -> None:
+        out = []
+        include_ops = bool(request.include_authorized_operations)
+        cls = m.ConsumerGroupDescribeResponse.DescribedGroup
+        for group_id in request.group_ids:
+            if not group_id:
+                out.append(cls(error_code=int(E.INVALID_GROUP_ID), group_id=group_id,
+                               error_message=None))
+                continue
+            shard = self.shard_for(group_id)
+            if shard.loading:
+                out.append(cls(error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS),
+                               group_id=group_id))
+                continue
+            described = shard.consumer.describe(group_id, include_ops)
+            if described.error_code == 0:
+                described.authorized_operations = GROUP_AUTHORIZED_OPERATIONS if include_ops \
+                    else AUTHORIZED_OPERATIONS_OMITTED
+            out.append(described)
+        respond(m.ConsumerGroupDescribeResponse(groups=out))
 
     # ================================================================== OffsetCommit
     def offset_commit(self, request, api_version: int, context, respond: Callable) -> None:
@@ -344,10 +447,19 @@ class GroupCoordinator:
                        [(t.name, list(t.partition_indexes)) for t in topics or ()])]
         require_stable = bool(request.require_stable) if api_version >= 7 else False
         answers = []
+        members = {g.group_id: (g.member_id, g.member_epoch) for g in request.groups} \
+            if api_version >= 9 else {}
         for group_id, topics in wanted:
             shard = self.shard_for(group_id)
+            error = None
             if shard.loading:
-                answers.append((group_id, E.COORDINATOR_LOAD_IN_PROGRESS, topics))
+                error = E.COORDINATOR_LOAD_IN_PROGRESS
+            elif group_id in members:
+                group = shard.groups.get(group_id)
+                if isinstance(group, ConsumerGroup):
+                    error = group.validate_offset_fetch(*members[group_id])
+            if error is not None:
+                answers.append((group_id, error, topics))
             else:
                 answers.append((group_id, E.NONE,
                                 shard.offsets.fetch(group_id, topics, require_stable)))
@@ -395,7 +507,11 @@ class GroupCoordinator:
             if shard.loading:
                 out.append(cls(error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS), group_id=group_id))
                 continue
-            described = shard.classic.describe_group(group_id, api_version)
+            group = shard.groups.get(group_id)
+            if isinstance(group, ConsumerGroup) and group.state is not GroupState.DEAD:
+                described = shard.consumer.describe_classic(group)
+            else:
+                described = shard.classic.describe_group(group_id, api_version)
             if include_ops and described.error_code == 0:
                 described.authorized_operations = GROUP_AUTHORIZED_OPERATIONS
             out.append(described)

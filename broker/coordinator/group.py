@@ -15,13 +15,17 @@ from protocol import messages as m
 
 
 class GroupState(str, enum.Enum):
-    """Kafka's classic group states; the value is the name DescribeGroups/ListGroups report."""
+    """Kafka's group states; the value is the name DescribeGroups/ListGroups report. Classic
+    groups use Empty, PreparingRebalance, CompletingRebalance, Stable and Dead; consumer groups
+    (consumer/group.py) Empty, Assigning, Reconciling, Stable and Dead."""
 
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
     COMPLETING_REBALANCE = "CompletingRebalance"  # older Kafka: AwaitingSync
     STABLE = "Stable"
     DEAD = "Dead"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
 
     def __str__(self) -> str:
         return self.value
@@ -184,10 +188,11 @@ class GroupMetadata:
         return self.state in VALID_PREVIOUS_STATES[PREPARING_REBALANCE]
 
     def transition_to(self, target: GroupState, now_ms: int) -> None:
-        if self.state not in VALID_PREVIOUS_STATES[target]:
+        sources = VALID_PREVIOUS_STATES.get(target, frozenset())  # none: a consumer state
+        if self.state not in sources:
             raise IllegalGroupTransition(
                 f"group {self.group_id} should be in one of "
-                f"{sorted(s.value for s in VALID_PREVIOUS_STATES[target])} before moving to "
+                f"{sorted(s.value for s in sources)} before moving to "
                 f"{target.value}, but is {self.state.value}")
         self.state = target
         self.state_timestamp = now_ms

@@ -16,6 +16,7 @@ from protocol.errors import ErrorCode
 from . import records as rec
 from .group import (COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, STABLE,
                     UNKNOWN_MEMBER_ID, GroupMetadata, OffsetAndMetadata)
+from .consumer.group import ConsumerGroup
 from .records import append_error, java_length
 
 if TYPE_CHECKING:
@@ -75,7 +76,12 @@ class OffsetMetadataManager:
                 return
             # a simple group: offsets committed without group management
             group = self.shard.groups[group_id] = GroupMetadata(group_id, self.shard.clock())
-        error = self._validate_commit(group, generation, member_id, instance_id)
+        if isinstance(group, ConsumerGroup):
+            error = (E.COORDINATOR_NOT_AVAILABLE if group.state is DEAD else
+                     group.validate_offset_commit(request.member_id or "", instance_id,
+                                                  generation, version))
+        else:
+            error = self._validate_commit(group, generation, member_id, instance_id)
         if error is not None:
             fail(error)
             self.shard.maybe_drop_transient_group(group)
@@ -237,7 +243,11 @@ class OffsetMetadataManager:
                 continue
             base = None
             skip_subscribed = False
-            if group.protocol_type is not None:
+            if isinstance(group, ConsumerGroup):
+                # Kafka's ConsumerGroup: by commit time, never a topic the group subscribes to
+                base = lambda om: om.commit_timestamp  # noqa: E731
+                skip_subscribed = True
+            elif group.protocol_type is not None:
                 if group.state is EMPTY:
                     state_ts = group.state_timestamp
                     base = (lambda om, ts=state_ts: ts) if state_ts is not None else (
@@ -269,7 +279,11 @@ class OffsetMetadataManager:
             all_gone = len(expired) == len(group.offsets) and not group.pending_offset_commits
             if (all_gone and group.state is EMPTY and not group.members
                     and not group.pending_members):
-                if group.persisted:
+                if isinstance(group, ConsumerGroup):
+                    records.extend(self.shard.consumer.group_tombstones(group))
+                    group.state = DEAD
+                    deleted_groups.append(group)
+                elif group.persisted:
                     records.append(rec.group_metadata_tombstone(group.group_id))
                     group.transition_to(DEAD, now)
                     deleted_groups.append(group)

@@ -62,6 +62,14 @@ def group_metadata_key(group: str) -> bytes:
     return _INT16.pack(GROUP_METADATA_KEY_VERSION) + m.GroupMetadataKey(group=group).encode(0)
 
 
+def record_type(key: bytes) -> int:
+    """The int16 that starts every key: its version for offsets and classic groups, the record
+    type for the others (consumer/records.py)."""
+    if key is None or len(key) < 2:
+        raise RecordError("record key shorter than its version")
+    return _INT16.unpack_from(key)[0]
+
+
 def decode_key(key: bytes) -> OffsetKey | GroupKey | None:
     """The decoded key, or None for a key version this broker does not handle (other group types)."""
     if key is None or len(key) < 2:

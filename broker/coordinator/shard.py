@@ -26,6 +26,9 @@ from protocol.errors import ErrorCode
 from ..purgatory import DelayedOperationPurgatory, Timer
 from . import records as rec
 from .classic.manager import ClassicGroupManager
+from .consumer import records as crec
+from .consumer.group import ConsumerGroup
+from .consumer.manager import ConsumerGroupManager
 from .group import DEAD, EMPTY, GroupMetadata
 from .offsets import OffsetMetadataManager
 from .records import append_error
@@ -46,6 +49,7 @@ class Stats:
         self.offset_commits_total = 0
         self.offsets_expired_total = 0
         self.groups_deleted_total = 0
+        self.consumer_group_rebalances_total = 0  # consumer-group epoch bumps
         #: called with the rebalance's duration in ms when a group becomes Stable (metrics)
         self.on_group_stable: Callable[[int], None] | None = None
 
@@ -62,7 +66,8 @@ class GroupCoordinatorShard:
                  heartbeat_purgatory: DelayedOperationPurgatory,
                  rebalance_purgatory: DelayedOperationPurgatory,
                  persist: Callable, topic_exists: Callable[[str, int], bool],
-                 stats: Stats, new_uuid: Callable[[], object] = uuid.uuid4) -> None:
+                 stats: Stats, new_uuid: Callable[[], object] = uuid.uuid4,
+                 topics=None) -> None:
         self.partition = partition
         self.config = config
         self.clock = clock
@@ -73,9 +78,12 @@ class GroupCoordinatorShard:
         self.topic_exists = topic_exists
         self.stats = stats
         self.new_uuid = new_uuid
-        self.groups: dict[str, GroupMetadata] = {}
+        #: topic metadata for consumer groups: get(name), by_id(topic_id), names(), version()
+        self.topics = topics
+        self.groups: dict[str, GroupMetadata | ConsumerGroup] = {}
         self.offsets = OffsetMetadataManager(self)
         self.classic = ClassicGroupManager(self)
+        self.consumer = ConsumerGroupManager(self)
         self.loading = False
         self._load_started_ms: int | None = None
         self._loaded_records = 0
@@ -105,9 +113,13 @@ class GroupCoordinatorShard:
 
     def apply(self, key: bytes, value: bytes | None, replay: bool = False) -> None:
         """Apply one __consumer_offsets record: a live write that was stored, or a replayed one."""
+        record_type = rec.record_type(key)
+        if record_type in crec.RECORD_TYPES:
+            self.consumer.replay(crec.decode_key(record_type, key), value, replay)
+            return
         k = rec.decode_key(key)
         if k is None:
-            return  # a record of another group type (KIP-848 and later): not ours
+            return  # a record of another group type (share and streams groups): not ours
         if isinstance(k, rec.OffsetKey):
             offset = None if value is None else rec.decode_offset_commit_value(value)
             self.offsets.replay(k.group, (k.topic, k.partition), offset, replay)
@@ -143,7 +155,7 @@ class GroupCoordinatorShard:
         for group in self.groups.values():
             offsets += len(group.offsets)
             members += len(group.members)
-            self.classic.on_loaded(group)
+            self._protocol(group).on_loaded(group)
         took = self.clock() - (self._load_started_ms or self.clock())
         if self.groups or self._loaded_records:
             log.info("offsets loaded", partition=self.partition, groups=len(self.groups),
@@ -153,13 +165,19 @@ class GroupCoordinatorShard:
     def unload(self, error: ErrorCode = E.NOT_COORDINATOR) -> None:
         """Drop every group, answering whoever still waits with ``error``."""
         for group in list(self.groups.values()):
-            self.classic.unload_group(group, error)
+            if isinstance(group, ConsumerGroup):
+                self.consumer.unload_group(group)
+            else:
+                self.classic.unload_group(group, error)
             group.state = DEAD
         self.groups.clear()
 
+    def _protocol(self, group):
+        return self.consumer if isinstance(group, ConsumerGroup) else self.classic
+
     def maybe_drop_transient_group(self, group: GroupMetadata) -> None:
         """A group that exists only because a join started it and that holds nothing."""
-        if (group.state is EMPTY and not group.members and not group.pending_members
+        if (group.state is EMPTY and not isinstance(group, ConsumerGroup) and not group.members and not group.pending_members
                 and not group.has_offsets() and not group.persisted
                 and self.groups.get(group.group_id) is group):
             del self.groups[group.group_id]
@@ -167,16 +185,17 @@ class GroupCoordinatorShard:
     # ================================================================== ListGroups
     def list_groups(self, states: set[str] | None, types: set[str] | None) -> list:
         cls = m.ListGroupsResponse.ListedGroup
-        if types and "classic" not in types:
-            return []
         out = []
         for group in self.groups.values():
             if group.state is DEAD:
                 continue
+            group_type = "consumer" if isinstance(group, ConsumerGroup) else "classic"
+            if types and group_type not in types:
+                continue
             if states and group.state.value.lower() not in states:
                 continue
             out.append(cls(group_id=group.group_id, protocol_type=group.protocol_type or "",
-                           group_state=group.state.value, group_type="classic"))
+                           group_state=group.state.value, group_type=group_type))
         return out
 
     # ================================================================== DeleteGroups
@@ -194,8 +213,12 @@ class GroupCoordinatorShard:
             else:
                 for (topic, partition) in sorted(group.offsets):
                     records.append(rec.offset_commit_tombstone(group_id, topic, partition))
-                records.append(rec.group_metadata_tombstone(group_id))
-                group.transition_to(DEAD, self.clock())
+                if isinstance(group, ConsumerGroup):
+                    records.extend(self.consumer.group_tombstones(group))
+                    group.state = DEAD
+                else:
+                    records.append(rec.group_metadata_tombstone(group_id))
+                    group.transition_to(DEAD, self.clock())
                 deleting.append(group)
         if not records:
             done(results)

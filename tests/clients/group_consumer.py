@@ -3,6 +3,9 @@
     python -m tests.clients.group_consumer --client kafka-python --bootstrap HOST:PORT \
         --topic T --group G --assignor range [--instance-id ID] [--session-timeout-ms N]
 
+``--assignor consumer`` (or ``consumer:uniform``, ``consumer:range``) runs a confluent-kafka
+member with group.protocol=consumer (KIP-848).
+
 Prints one JSON line per event on stdout: {"event": "assigned", "partitions": [...]},
 {"event": "record", "p": .., "o": .., "v": ..}, {"event": "committed"}, {"event": "closed"}.
 Commits synchronously after every poll that returned records. SIGTERM closes the consumer
@@ -75,9 +78,17 @@ def run_confluent(args) -> None:
                   "cooperative-sticky": "cooperative-sticky"}
     config = {"bootstrap.servers": args.bootstrap, "group.id": args.group,
               "client.id": args.client_id, "enable.auto.commit": False,
-              "auto.offset.reset": "earliest",
-              "partition.assignment.strategy": strategies[args.assignor],
-              "session.timeout.ms": args.session_timeout_ms, "heartbeat.interval.ms": 1000}
+              "auto.offset.reset": "earliest"}
+    if args.assignor.startswith("consumer"):
+        # KIP-848: the broker assigns ("consumer:range" names its assignor) and sets the
+        # heartbeat interval and session timeout
+        config["group.protocol"] = "consumer"
+        if ":" in args.assignor:
+            config["group.remote.assignor"] = args.assignor.split(":", 1)[1]
+    else:
+        config.update({"partition.assignment.strategy": strategies[args.assignor],
+                       "session.timeout.ms": args.session_timeout_ms,
+                       "heartbeat.interval.ms": 1000})
     if args.instance_id:
         config["group.instance.id"] = args.instance_id
     consumer = Consumer(config)

@@ -22,6 +22,8 @@ GROUP_SETTINGS = {
     "offset.metadata.max.bytes": 4096,
     # small enough for a scenario to fill a group (no other scenario needs more than 3 members)
     "group.max.size": 3,
+    # Kafka's default; kbroker's own default is shorter (README)
+    "group.consumer.heartbeat.interval.ms": 5000,
 }
 
 

@@ -43,7 +43,8 @@ def consumed_values(members) -> list[str]:
 CASES = [("kafka-python", "range"), ("kafka-python", "roundrobin"), ("kafka-python", "sticky"),
          ("aiokafka", "range"), ("aiokafka", "roundrobin"),
          ("confluent", "range"), ("confluent", "roundrobin"),
-         ("confluent", "cooperative-sticky")]
+         ("confluent", "cooperative-sticky"),
+         ("confluent", "consumer:uniform"), ("confluent", "consumer:range")]
 
 
 @pytest.mark.parametrize("client,assignor", CASES)

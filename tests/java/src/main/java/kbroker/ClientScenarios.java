@@ -54,6 +54,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * <pre>
  *   produce-consume BOOTSTRAP TOPIC CODEC N
  *   group-consume BOOTSTRAP TOPIC GROUP ASSIGNOR MAX_SECONDS [--static INSTANCE_ID] [--prop k=v]...
+ *       (ASSIGNOR "consumer" or "consumer:uniform|range": group.protocol=consumer, KIP-848)
  *   admin BOOTSTRAP TOPIC
  *   group-host BOOTSTRAP TOPIC ASSIGNOR SESSION_TIMEOUT_MS   (see GroupHost)
  * </pre>
@@ -373,8 +374,17 @@ public final class ClientScenarios {
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
-        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
-        props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignor);
+        if (args[4].startsWith("consumer")) {
+            // KIP-848: the broker assigns; "consumer:range" names the server-side assignor
+            props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+            String[] parts = args[4].split(":", 2);
+            if (parts.length == 2) {
+                props.put(ConsumerConfig.GROUP_REMOTE_ASSIGNOR_CONFIG, parts[1]);
+            }
+        } else {
+            props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+            props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignor);
+        }
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         props.put(ConsumerConfig.CLIENT_ID_CONFIG, "scenarios-" + ProcessHandle.current().pid());

@@ -1,0 +1,1 @@
+"""KIP-848 consumer groups: the ConsumerGroupHeartbeat protocol, target assignment and reconciliation."""

@@ -1,0 +1,834 @@
+"""ConsumerGroupHeartbeat and ConsumerGroupDescribe for the consumer groups of one shard (the
+consumer-group half of Kafka's GroupMetadataManager).
+
+A heartbeat is handled in three steps, as in Kafka:
+
+1. the member is created or updated; a changed subscription, a new member or changed topic
+   metadata bumps the group epoch;
+2. when the group epoch is ahead of the target assignment, the assignor computes a new target
+   for every member (only the members whose target changed get a record);
+3. the member is reconciled towards its target (reconciliation.py).
+
+The handler reads the group and returns the records of what changed and the response; the
+shard stores the records, replays them into the group (:meth:`replay`, the same code that
+rebuilds the group at load) and only then answers. Session and revocation timeouts are keyed
+timers (coordinator_timer.py) that fence a member through the same write path.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import TYPE_CHECKING
+
+import structlog
+
+from protocol import messages as m
+from protocol.errors import ErrorCode
+
+from ..coordinator_timer import CoordinatorTimer
+from ..group import DEAD, GroupMetadata
+from . import records as crec
+from .assignors import (ASSIGNORS, HETEROGENEOUS, HOMOGENEOUS, GroupSpec,
+                        MemberSubscription, TopicDescriber)
+from .group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup,
+                    ConsumerGroupMember, MemberState)
+from .reconciliation import FencedMemberEpoch, reconcile
+
+if TYPE_CHECKING:
+    from ..shard import GroupCoordinatorShard
+
+log = structlog.get_logger("broker.coordinator")
+
+E = ErrorCode
+
+
+class GroupError(Exception):
+    """An error the heartbeat answers with: Kafka's ApiException with its message."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _invalid(message: str) -> GroupError:
+    return GroupError(E.INVALID_REQUEST, message)
+
+
+def _empty(value: str | None) -> bool:
+    return value is not None and value.strip() == ""
+
+
+class ConsumerGroupManager:
+    """The KIP-848 protocol for the consumer groups of one shard."""
+
+    def __init__(self, shard: "GroupCoordinatorShard") -> None:
+        self.shard = shard
+        self.groups = shard.groups
+        self.config = shard.config
+        self.clock = shard.clock
+        self.stats = shard.stats
+        self.timer = CoordinatorTimer(shard.timer)
+
+    @property
+    def topics(self):
+        return self.shard.topics
+
+    # ================================================================== ConsumerGroupHeartbeat
+    def heartbeat(self, request, version: int, client_id: str, client_host: str) -> tuple:
+        """-> (records, response). Nothing is changed until the shard stores the records."""
+        try:
+            self._validate(request, version)
+            if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                return self._leave(request)
+            return self._heartbeat(request, client_id, client_host)
+        except FencedMemberEpoch as exc:
+            return [], self._error(E.FENCED_MEMBER_EPOCH, str(exc))
+        except GroupError as exc:
+            return [], self._error(exc.code, exc.message)
+
+    @staticmethod
+    def _error(code: ErrorCode, message: str | None):
+        return m.ConsumerGroupHeartbeatResponse(error_code=int(code), error_message=message,
+                                                member_epoch=0, heartbeat_interval_ms=0)
+
+    def _validate(self, request, version: int) -> None:
+        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid."""
+        epoch = request.member_epoch
+        if (version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and \
+                _empty(request.member_id):
+            raise _invalid("MemberId can't be empty.")
+        if _empty(request.group_id):
+            raise _invalid("GroupId can't be empty.")
+        if _empty(request.instance_id):
+            raise _invalid("InstanceId can't be empty.")
+        if _empty(request.rack_id):
+            raise _invalid("RackId can't be empty.")
+        if epoch == 0:
+            if request.rebalance_timeout_ms == -1:
+                raise _invalid("RebalanceTimeoutMs must be provided in first request.")
+            if request.topic_partitions is None or request.topic_partitions:
+                raise _invalid("TopicPartitions must be empty when (re-)joining.")
+            if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+                raise _invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be "
+                               "non-null when (re-)joining.")
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if request.instance_id is None:
+                raise _invalid("InstanceId can't be null.")
+        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise _invalid("MemberEpoch is invalid.")
+        assignor = request.server_assignor
+        if assignor is not None and assignor not in self.config.group_consumer_assignors:
+            raise GroupError(E.UNSUPPORTED_ASSIGNOR,
+                             f"ServerAssignor {assignor} is not supported. Supported assignors: "
+                             f"{', '.join(self.config.group_consumer_assignors)}.")
+        regex = request.subscribed_topic_regex
+        if regex:
+            try:
+                re.compile(regex)
+            except re.error as exc:
+                raise GroupError(E.INVALID_REGULAR_EXPRESSION,
+                                 f"SubscribedTopicRegex `{regex}` is not a valid regular "
+                                 f"expression: {exc}.") from None
+
+    def _group_for_heartbeat(self, group_id: str, create: bool, records: list):
+        """Kafka's getOrMaybeCreateConsumerGroup. A new group is not in the table yet: the
+        records create it when they are replayed."""
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and group.state is not DEAD:
+            return group
+        if group is None or group.state is DEAD:
+            if not create:
+                raise GroupError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+            return ConsumerGroup(group_id, self.clock())
+        # a classic group: an empty one gives way to the consumer group, keeping its offsets
+        if create and isinstance(group, GroupMetadata) and not group.members \
+                and not group.pending_members:
+            if group.persisted:
+                records.append(crec_classic_tombstone(group_id))
+            return ConsumerGroup(group_id, self.clock())
+        raise GroupError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+
+    def _heartbeat(self, request, client_id: str, client_host: str) -> tuple:
+        now = self.clock()
+        records: list = []
+        group_id = request.group_id
+        member_id = request.member_id or ""
+        epoch = request.member_epoch
+        instance_id = request.instance_id
+        owned = (crec.assignment_of(request.topic_partitions)
+                 if request.topic_partitions is not None else None)
+        create = epoch == 0
+        group = self._group_for_heartbeat(group_id, create, records)
+        if (len(group.members) >= self.config.group_consumer_max_size
+                and (not member_id or member_id not in group.members)):
+            raise GroupError(E.GROUP_MAX_SIZE_REACHED,
+                             f"The consumer group has reached its maximum capacity of "
+                             f"{self.config.group_consumer_max_size} members.")
+        if not member_id:
+            member_id = str(self.shard.new_uuid())  # ConsumerGroupHeartbeat v0: ours to give
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                if not create:
+                    raise GroupError(E.UNKNOWN_MEMBER_ID,
+                                     f"Member {member_id} is not a member of group {group_id}.")
+                member = ConsumerGroupMember(member_id)
+                log.info("member joins the consumer group", group=group_id, member=member_id,
+                         client_id=client_id, protocol="consumer")
+            self._check_epoch(member, epoch, owned)
+        else:
+            member = self._static_member(group, member_id, epoch, instance_id, owned, create,
+                                         records)
+
+        # 1. the member and the group epoch
+        updated = member.replace(
+            instance_id=instance_id if instance_id is not None else member.instance_id,
+            rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=(request.rebalance_timeout_ms
+                                  if request.rebalance_timeout_ms != -1
+                                  else member.rebalance_timeout_ms),
+            server_assignor=(request.server_assignor if request.server_assignor is not None
+                             else member.server_assignor),
+            subscribed_topic_names=(frozenset(request.subscribed_topic_names)
+                                    if request.subscribed_topic_names is not None
+                                    else member.subscribed_topic_names),
+            subscribed_topic_regex=(request.subscribed_topic_regex
+                                    if request.subscribed_topic_regex is not None
+                                    else member.subscribed_topic_regex) or None,
+            client_id=client_id, client_host=client_host, classic_metadata=None)
+        bump = group.group_epoch == 0
+        if not updated.subscription_equals(member) or member.member_id not in group.members:
+            records.append(crec.member_subscription_record(group_id, updated))
+            if (updated.subscribed_topic_names != member.subscribed_topic_names
+                    or updated.subscribed_topic_regex != member.subscribed_topic_regex):
+                bump = True
+        resolved = self._resolve_regexes(group, member, updated, records, now)
+        bump = bump or resolved is not None
+        group_epoch = group.group_epoch
+        metadata = None
+        topics_version = self.topics.version()
+        if bump or group.metadata_version != topics_version:
+            subscribed = self._subscribed_names(group, member, updated, resolved)
+            metadata = self._topic_metadata(subscribed)
+            metadata_hash = _metadata_hash(metadata)
+            if metadata_hash != group.metadata_hash:
+                bump = True
+            elif not bump:
+                group.metadata_version = topics_version  # a cache: unchanged until replay
+        if bump:
+            group_epoch += 1
+            records.append(crec.group_epoch_record(group_id, group_epoch, metadata_hash))
+            self.stats.consumer_group_rebalances_total += 1
+            log.info("group epoch bumped", group=group_id, epoch=group_epoch,
+                     member=member_id, partition=self.shard.partition)
+
+        # 2. the target assignment
+        if group_epoch > group.assignment_epoch:
+            if metadata is None:
+                metadata = self._topic_metadata(
+                    self._subscribed_names(group, member, updated, resolved))
+            targets = self._compute_target(group, member, updated, metadata, resolved,
+                                           group_epoch, records, now)
+            target = targets.get(updated.member_id, {})
+            target_epoch = group_epoch
+        else:
+            target = group.target.get(updated.member_id)
+            if target is None:
+                # a static member's new id inherits its instance's target (replaced above)
+                previous = group.static_member(updated.instance_id)
+                target = group.target.get(previous.member_id, {}) if previous else {}
+            target_epoch = group.assignment_epoch
+
+        # 3. reconciliation
+        reconciled = updated
+        if not updated.is_reconciled_to(target_epoch):
+            reconciled = reconcile(updated, target_epoch, target, owned,
+                                   group.current_partition_epoch)
+        if not reconciled.assignment_equals(member) or member.member_id not in group.members:
+            records.append(crec.current_assignment_record(group_id, reconciled))
+            if not reconciled.assignment_equals(updated):
+                log.info("member reconciled", group=group_id, member=member_id,
+                         epoch=reconciled.member_epoch, state=reconciled.state.name,
+                         assigned=_count(reconciled.assigned),
+                         revoking=_count(reconciled.pending_revocation))
+        self._schedule_timeouts(group_id, reconciled, member)
+
+        response = m.ConsumerGroupHeartbeatResponse(
+            error_code=0, member_id=reconciled.member_id, member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms)
+        full = epoch == 0 or (request.rebalance_timeout_ms != -1
+                              and request.subscribed_topic_names is not None
+                              and request.topic_partitions is not None)
+        if full or reconciled.assigned != member.assigned:
+            response.assignment = _response_assignment(reconciled.assigned)
+        return records, response
+
+    def _check_epoch(self, member: ConsumerGroupMember, epoch: int, owned) -> None:
+        """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: a member one epoch behind whose
+        owned partitions are part of its assignment only lost the response that moved it on."""
+        if epoch > member.member_epoch:
+            raise FencedMemberEpoch(
+                f"The consumer group member has a greater member epoch ({epoch}) than the one "
+                f"known by the group coordinator ({member.member_epoch}). The member must "
+                f"abandon all its partitions and rejoin.")
+        if epoch < member.member_epoch:
+            if epoch != member.previous_member_epoch or not _is_subset(owned, member.assigned):
+                raise FencedMemberEpoch(
+                    f"The consumer group member has a smaller member epoch ({epoch}) than the "
+                    f"one known by the group coordinator ({member.member_epoch}). The member "
+                    f"must abandon all its partitions and rejoin.")
+
+    def _static_member(self, group: ConsumerGroup, member_id: str, epoch: int,
+                       instance_id: str, owned, create: bool, records: list):
+        """Kafka's getOrMaybeSubscribeStaticConsumerGroupMember."""
+        existing = group.static_member(instance_id)
+        if create:
+            if existing is None:
+                member = group.members.get(member_id) or ConsumerGroupMember(member_id)
+                log.info("static member joins the consumer group", group=group.group_id,
+                         member=member_id, group_instance_id=instance_id)
+                return member
+            if existing.classic_metadata is None and \
+                    existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise GroupError(
+                    E.UNRELEASED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {instance_id} cannot join the "
+                    f"group because the instance id is owned by {existing.member_id} member.")
+            # the new member id takes the old member's place, its assignment and its target
+            member = existing.replace(member_id=member_id, member_epoch=0,
+                                      previous_member_epoch=0)
+            gid = group.group_id
+            records.append(crec.current_assignment_tombstone(gid, existing.member_id))
+            records.append(crec.target_assignment_tombstone(gid, existing.member_id))
+            records.append(crec.member_subscription_tombstone(gid, existing.member_id))
+            records.append(crec.member_subscription_record(gid, member))
+            records.append(crec.target_assignment_record(
+                gid, member_id, group.target.get(existing.member_id, {})))
+            records.append(crec.current_assignment_record(gid, member))
+            self._cancel_timers(gid, existing.member_id)
+            log.info("static member rejoins the consumer group", group=gid,
+                     group_instance_id=instance_id, member=member_id,
+                     replaced=existing.member_id)
+            return member
+        if existing is None:
+            raise GroupError(E.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+        if existing.member_id != member_id:
+            log.info("static member fenced", group=group.group_id, member=member_id,
+                     group_instance_id=instance_id, current_member=existing.member_id)
+            raise GroupError(E.FENCED_INSTANCE_ID,
+                             f"Static member {member_id} with instance id {instance_id} was "
+                             f"fenced by member {existing.member_id}.")
+        self._check_epoch(existing, epoch, owned)
+        return existing
+
+    # ------------------------------------------------------------------ subscriptions, metadata
+    def _resolve_regexes(self, group: ConsumerGroup, member, updated, records: list,
+                         now: int) -> dict | None:
+        """Resolve the regexes the group uses against the topics as they are now; a record for
+        each one whose topics changed. -> {regex: topics} of what changed, or None."""
+        regexes = set(group.regex_members)
+        if member.subscribed_topic_regex and group.regex_members.get(
+                member.subscribed_topic_regex, 0) <= 1 and \
+                member.subscribed_topic_regex != updated.subscribed_topic_regex:
+            regexes.discard(member.subscribed_topic_regex)
+            if member.member_id in group.members:
+                records.append(crec.regex_tombstone(group.group_id,
+                                                    member.subscribed_topic_regex))
+        if updated.subscribed_topic_regex:
+            regexes.add(updated.subscribed_topic_regex)
+        if not regexes:
+            return None
+        version = self.topics.version()
+        names = None
+        changed = {}
+        for regex in sorted(regexes):
+            known = group.resolved_regexes.get(regex)
+            if known is not None and group.regex_version == version:
+                continue
+            if names is None:
+                names = list(self.topics.names())
+            pattern = re.compile(regex)
+            topics = frozenset(n for n in names if pattern.fullmatch(n))
+            if topics != known:
+                changed[regex] = topics
+                records.append(crec.regex_record(group.group_id, regex, topics, version, now))
+        return changed or None
+
+    def _subscribed_names(self, group: ConsumerGroup, member, updated, resolved) -> set:
+        """Every topic the group subscribes to once ``member`` became ``updated``."""
+        counts = dict(group.subscribed_names)
+        if member.member_id in group.members:
+            for name in member.subscribed_topic_names:
+                counts[name] -= 1
+        for name in updated.subscribed_topic_names:
+            counts[name] = counts.get(name, 0) + 1
+        names = {name for name, n in counts.items() if n > 0}
+        regex_counts = dict(group.regex_members)
+        if member.member_id in group.members and member.subscribed_topic_regex:
+            regex_counts[member.subscribed_topic_regex] -= 1
+        if updated.subscribed_topic_regex:
+            regex_counts[updated.subscribed_topic_regex] = \
+                regex_counts.get(updated.subscribed_topic_regex, 0) + 1
+        for regex, n in regex_counts.items():
+            if n > 0:
+                topics = (resolved or {}).get(regex)
+                names.update(topics if topics is not None
+                             else group.resolved_regexes.get(regex, ()))
+        return names
+
+    def _topic_metadata(self, names) -> dict:
+        """{topic_id: (name, partitions)} of the subscribed topics that exist."""
+        out = {}
+        for name in names:
+            found = self.topics.get(name)
+            if found is not None:
+                topic_id, partitions = found
+                out[topic_id] = (name, partitions)
+        return out
+
+    def _member_topic_ids(self, group: ConsumerGroup, member, metadata_by_name: dict,
+                          resolved) -> frozenset:
+        names = set(member.subscribed_topic_names)
+        regex = member.subscribed_topic_regex
+        if regex:
+            topics = (resolved or {}).get(regex)
+            names.update(topics if topics is not None else group.resolved_regexes.get(regex, ()))
+        return frozenset(metadata_by_name[n] for n in names if n in metadata_by_name)
+
+    # ------------------------------------------------------------------ target assignment
+    def _compute_target(self, group: ConsumerGroup, member, updated, metadata: dict, resolved,
+                        group_epoch: int, records: list, now: int) -> dict:
+        """Kafka's TargetAssignmentBuilder: run the assignor over every member (``member``
+        replaced by ``updated``, or removed when ``updated`` is None) and write a record for
+        each member whose target changed, then the new assignment epoch."""
+        by_name = {name: topic_id for topic_id, (name, _n) in metadata.items()}
+        members = {}
+        for mid, mm in group.members.items():
+            if mid == member.member_id:
+                if updated is not None and updated.member_id == mid:
+                    members[mid] = updated      # keeps its place in the group's order
+                continue
+            if updated is not None and mm.instance_id is not None \
+                    and mm.instance_id == updated.instance_id:
+                continue                        # a static member replaced by ``updated``
+            members[mid] = mm
+        if updated is not None and updated.member_id not in members:
+            members[updated.member_id] = updated
+        specs = {}
+        for mid, mm in members.items():
+            target = group.target.get(mid)
+            if target is None and updated is not None and mid == updated.member_id \
+                    and member.member_id != mid:
+                target = group.target.get(member.member_id)
+            specs[mid] = MemberSubscription(
+                subscribed_topic_ids=self._member_topic_ids(group, mm, by_name, resolved),
+                rack_id=mm.rack_id, instance_id=mm.instance_id,
+                assigned_partitions=target or {})
+        assignor_name = self._assignor_for(group, member, updated)
+        assignor = ASSIGNORS[assignor_name]()
+        describer = TopicDescriber(metadata)
+        try:
+            result = assignor.assign(GroupSpec(specs, _subscription_type(members.values())),
+                                     describer)
+        except Exception as exc:  # an assignor bug must not take the group down
+            log.error("assignor failed", group=group.group_id, assignor=assignor_name,
+                      error=str(exc))
+            raise GroupError(E.UNKNOWN_SERVER_ERROR, f"Failed to compute a new target "
+                             f"assignment for epoch {group_epoch}: {exc}.") from exc
+        for mid in specs:
+            new = {t: frozenset(p) for t, p in result.get(mid, {}).items() if p}
+            if new != group.target.get(mid, {}):
+                records.append(crec.target_assignment_record(group.group_id, mid, new))
+            result[mid] = new
+        records.append(crec.target_assignment_epoch_record(group.group_id, group_epoch, now))
+        log.info("target assignment computed", group=group.group_id, epoch=group_epoch,
+                 assignor=assignor_name, members=len(specs), topics=len(metadata))
+        return result
+
+    def _assignor_for(self, group: ConsumerGroup, member, updated) -> str:
+        default = self.config.group_consumer_assignors[0]
+        counts: dict[str, int] = {}
+        for mid, mm in group.members.items():
+            if mid == member.member_id:
+                continue
+            if mm.server_assignor:
+                counts[mm.server_assignor] = counts.get(mm.server_assignor, 0) + 1
+        if updated is not None and updated.server_assignor:
+            counts[updated.server_assignor] = counts.get(updated.server_assignor, 0) + 1
+        if not counts:
+            return default
+        return max(counts, key=lambda name: counts[name])
+
+    # ------------------------------------------------------------------ leaving and fencing
+    def _leave(self, request) -> tuple:
+        group_id = request.group_id
+        member_id = request.member_id
+        instance_id = request.instance_id
+        epoch = request.member_epoch
+        group = self.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup) or group.state is DEAD:
+            raise GroupError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found."
+                             if group is None else f"Group {group_id} is not a consumer group.")
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                raise GroupError(E.UNKNOWN_MEMBER_ID,
+                                 f"Member {member_id} is not a member of group {group_id}.")
+            log.info("member left the consumer group", group=group_id, member=member_id)
+        else:
+            member = group.static_member(instance_id)
+            if member is None:
+                raise GroupError(E.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+            if member.member_id != member_id:
+                raise GroupError(E.FENCED_INSTANCE_ID,
+                                 f"Static member {member_id} with instance id {instance_id} "
+                                 f"was fenced by member {member.member_id}.")
+            if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                # a static member leaves for a while: it keeps its assignment until its session
+                # times out, and a new member id may take its place meanwhile
+                log.info("static member left the consumer group temporarily", group=group_id,
+                         member=member_id, group_instance_id=instance_id)
+                leaving = member.replace(member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                                         pending_revocation={})
+                self.timer.cancel(("revocation", group_id, member_id))
+                return ([crec.current_assignment_record(group_id, leaving)],
+                        m.ConsumerGroupHeartbeatResponse(
+                            member_id=member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH))
+            log.info("static member left the consumer group", group=group_id, member=member_id,
+                     group_instance_id=instance_id)
+        records = self.fence_member(group, member)
+        return records, m.ConsumerGroupHeartbeatResponse(member_id=member_id,
+                                                         member_epoch=epoch)
+
+    def fence_member(self, group: ConsumerGroup, member: ConsumerGroupMember) -> list:
+        """The records that remove a member and bump the group epoch (Kafka's
+        consumerGroupFenceMember); its partitions go to others at their next heartbeats."""
+        gid = group.group_id
+        records = [crec.current_assignment_tombstone(gid, member.member_id),
+                   crec.target_assignment_tombstone(gid, member.member_id),
+                   crec.member_subscription_tombstone(gid, member.member_id)]
+        regex = member.subscribed_topic_regex
+        if regex and group.regex_members.get(regex, 0) <= 1:
+            records.append(crec.regex_tombstone(gid, regex))
+        names = set()
+        for mid, mm in group.members.items():
+            if mid != member.member_id:
+                names |= group.subscribed_topics_of(mm)
+        metadata_hash = _metadata_hash(self._topic_metadata(names))
+        records.append(crec.group_epoch_record(gid, group.group_epoch + 1, metadata_hash))
+        self.stats.consumer_group_rebalances_total += 1
+        self._cancel_timers(gid, member.member_id)
+        return records
+
+    # ------------------------------------------------------------------ timeouts
+    def _schedule_timeouts(self, group_id: str, member: ConsumerGroupMember,
+                           previous: ConsumerGroupMember) -> None:
+        member_id = member.member_id
+        self.timer.schedule(("session", group_id, member_id),
+                            self.config.group_consumer_session_timeout_ms,
+                            lambda: self._on_session_timeout(group_id, member_id))
+        key = ("revocation", group_id, member_id)
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            if previous.state is not MemberState.UNREVOKED_PARTITIONS or \
+                    previous.member_epoch != member.member_epoch or \
+                    not self.timer.is_scheduled(key):
+                epoch = member.member_epoch
+                self.timer.schedule(key, max(member.rebalance_timeout_ms, 0),
+                                    lambda: self._on_revocation_timeout(group_id, member_id,
+                                                                        epoch))
+        else:
+            self.timer.cancel(key)
+
+    def _cancel_timers(self, group_id: str, member_id: str) -> None:
+        self.timer.cancel(("session", group_id, member_id))
+        self.timer.cancel(("revocation", group_id, member_id))
+
+    def _on_session_timeout(self, group_id: str, member_id: str) -> None:
+        group = self.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup) or self.shard.loading:
+            return
+        member = group.members.get(member_id)
+        if member is None:
+            return
+        log.info("member fenced: its session expired", group=group_id, member=member_id,
+                 session_timeout_ms=self.config.group_consumer_session_timeout_ms)
+        self.stats.expired_members_total += 1
+        self._write_fence(group, member)
+
+    def _on_revocation_timeout(self, group_id: str, member_id: str, epoch: int) -> None:
+        group = self.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup) or self.shard.loading:
+            return
+        member = group.members.get(member_id)
+        if member is None or member.state is not MemberState.UNREVOKED_PARTITIONS \
+                or member.member_epoch != epoch:
+            return
+        log.info("member fenced: it did not revoke its partitions within its rebalance timeout",
+                 group=group_id, member=member_id, rebalance_timeout_ms=member.rebalance_timeout_ms)
+        self.stats.expired_members_total += 1
+        self._write_fence(group, member)
+
+    def _write_fence(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+        def stored(exc) -> None:
+            if exc is not None:
+                log.warning("failed to fence member", group=group.group_id,
+                            member=member.member_id, error=str(exc))
+
+        self.shard.write(self.fence_member(group, member), stored)
+
+    # ------------------------------------------------------------------ replay
+    def replay(self, key: crec.ConsumerKey, value: bytes | None, replay: bool) -> None:
+        """Apply one consumer group record, live (once stored) or at load."""
+        kind = key.type
+        if kind == crec.PARTITION_METADATA:
+            return  # written by Kafka before 4.1; the metadata hash replaced it
+        group_id = key.group
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and group.state is DEAD:
+            # being deleted (DeleteGroups): its epoch's tombstone, the last record, drops it
+            if kind == crec.GROUP_METADATA and value is None:
+                self._remove_group(group, replay)
+            return
+        if not isinstance(group, ConsumerGroup):
+            if value is None:
+                return  # a tombstone for a group that is not (or no longer) a consumer group
+            fresh = ConsumerGroup(group_id, self.clock())
+            if group is not None:   # an empty classic group gives way; its offsets stay
+                fresh.offsets = group.offsets
+                fresh.pending_offset_commits = group.pending_offset_commits
+            group = self.groups[group_id] = fresh
+        group.persisted = True
+        v = None if value is None else crec.decode_value(kind, value)
+        if kind == crec.GROUP_METADATA:
+            if v is None:
+                self._remove_group(group, replay)
+                return
+            group.group_epoch = v.epoch
+            group.metadata_hash = v.metadata_hash
+            group.metadata_version = None
+        elif kind == crec.MEMBER_METADATA:
+            group.metadata_version = None
+            if v is None:
+                group.remove_member(key.sub)
+            else:
+                current = group.members.get(key.sub) or ConsumerGroupMember(key.sub)
+                classic = None
+                if v.classic_member_metadata is not None:
+                    cm = v.classic_member_metadata
+                    classic = (cm.session_timeout_ms,
+                               tuple((p.name, p.metadata) for p in cm.supported_protocols))
+                group.update_member(current.replace(
+                    instance_id=v.instance_id, rack_id=v.rack_id, client_id=v.client_id,
+                    client_host=v.client_host,
+                    subscribed_topic_names=frozenset(v.subscribed_topic_names),
+                    subscribed_topic_regex=v.subscribed_topic_regex or None,
+                    rebalance_timeout_ms=v.rebalance_timeout_ms,
+                    server_assignor=v.server_assignor, classic_metadata=classic))
+        elif kind == crec.TARGET_ASSIGNMENT_MEMBER:
+            if v is None:
+                group.target.pop(key.sub, None)
+            else:
+                group.target[key.sub] = crec.assignment_of(v.topic_partitions)
+        elif kind == crec.TARGET_ASSIGNMENT_METADATA:
+            group.assignment_epoch = v.assignment_epoch if v is not None else 0
+        elif kind == crec.CURRENT_MEMBER_ASSIGNMENT:
+            current = group.members.get(key.sub)
+            if v is None:
+                if current is not None:  # its partitions are free from now on
+                    group.update_member(current.replace(
+                        member_epoch=LEAVE_GROUP_MEMBER_EPOCH, assigned={},
+                        pending_revocation={}))
+            else:
+                group.update_member((current or ConsumerGroupMember(key.sub)).replace(
+                    member_epoch=v.member_epoch, previous_member_epoch=v.previous_member_epoch,
+                    state=crec.member_state(v.state),
+                    assigned=crec.assignment_of(v.assigned_partitions),
+                    pending_revocation=crec.assignment_of(v.partitions_pending_revocation)))
+        elif kind == crec.REGULAR_EXPRESSION:
+            if v is None:
+                group.resolved_regexes.pop(key.sub, None)
+            else:
+                group.resolved_regexes[key.sub] = frozenset(v.topics)
+                group.regex_version = v.version
+        group.update_state(self.clock())
+
+    def _remove_group(self, group: ConsumerGroup, replay: bool) -> None:
+        """The group epoch's tombstone: the group is deleted (its offsets were tombstoned
+        before) or converted into a classic group."""
+        if self.groups.get(group.group_id) is not group:
+            return
+        if group.offsets:  # converted to a classic group: the offsets stay
+            fresh = GroupMetadata(group.group_id, self.clock())
+            fresh.offsets = group.offsets
+            self.groups[group.group_id] = fresh
+        else:
+            del self.groups[group.group_id]
+        for member_id in list(group.members):
+            self._cancel_timers(group.group_id, member_id)
+
+    def group_tombstones(self, group: ConsumerGroup) -> list:
+        """The records that delete an empty group (Kafka's createGroupTombstoneRecords)."""
+        gid = group.group_id
+        records = []
+        for member_id in group.members:
+            records.append(crec.current_assignment_tombstone(gid, member_id))
+        for member_id in group.target:
+            records.append(crec.target_assignment_tombstone(gid, member_id))
+        records.append(crec.target_assignment_epoch_tombstone(gid))
+        for member_id in group.members:
+            records.append(crec.member_subscription_tombstone(gid, member_id))
+        for regex in group.resolved_regexes:
+            records.append(crec.regex_tombstone(gid, regex))
+        records.append(crec.group_epoch_tombstone(gid))
+        return records
+
+    def convert_to_classic(self, group: ConsumerGroup) -> None:
+        """An empty consumer group gives way to a classic group that a JoinGroup creates (its
+        offsets stay), as Kafka's maybeDeleteEmptyConsumerGroup does."""
+        log.info("empty consumer group converted to a classic group", group=group.group_id)
+
+        def stored(exc) -> None:
+            if exc is not None:
+                log.warning("failed to delete the empty consumer group", group=group.group_id,
+                            error=str(exc))
+
+        self.shard.write(self.group_tombstones(group), stored)
+
+    # ------------------------------------------------------------------ loading
+    def on_loaded(self, group: ConsumerGroup) -> None:
+        """After replay: every member gets a session to heartbeat before it is fenced, and a
+        member still revoking gets its rebalance timeout again."""
+        for member in group.members.values():
+            self._schedule_timeouts(group.group_id, member, ConsumerGroupMember(""))
+
+    def unload_group(self, group: ConsumerGroup) -> None:
+        for member_id in list(group.members):
+            self._cancel_timers(group.group_id, member_id)
+
+    # ================================================================== ConsumerGroupDescribe
+    def describe(self, group_id: str, include_authorized_operations: bool):
+        cls = m.ConsumerGroupDescribeResponse.DescribedGroup
+        group = self.groups.get(group_id)
+        if group is None or group.state is DEAD:
+            return cls(error_code=E.GROUP_ID_NOT_FOUND,
+                       error_message=f"Group {group_id} not found.", group_id=group_id)
+        if not isinstance(group, ConsumerGroup):
+            return cls(error_code=E.GROUP_ID_NOT_FOUND,
+                       error_message=f"Group {group_id} is not a consumer group.",
+                       group_id=group_id)
+        member_cls = m.ConsumerGroupDescribeResponse.Member
+        members = []
+        for member in group.members.values():
+            members.append(member_cls(
+                member_id=member.member_id, instance_id=member.instance_id,
+                rack_id=member.rack_id, member_epoch=member.member_epoch,
+                client_id=member.client_id, client_host=member.client_host,
+                subscribed_topic_names=sorted(member.subscribed_topic_names),
+                subscribed_topic_regex=member.subscribed_topic_regex,
+                assignment=self._describe_assignment(member.assigned),
+                target_assignment=self._describe_assignment(group.target.get(member.member_id,
+                                                                              {})),
+                member_type=1 if member.classic_metadata is None else 0))
+        return cls(error_code=0, group_id=group_id, group_state=group.state.value,
+                   group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+                   assignor_name=group.preferred_assignor(self.config.group_consumer_assignors[0]),
+                   members=members)
+
+    def describe_classic(self, group: ConsumerGroup):
+        """DescribeGroups of a consumer group, as Kafka's ConsumerGroup.asDescribedGroup: the
+        protocol type "consumer", the assignor as the protocol, and each member's subscription
+        and assignment in the classic ConsumerProtocol encoding."""
+        cls = m.DescribeGroupsResponse.DescribedGroup
+        member_cls = m.DescribeGroupsResponse.DescribedGroupMember
+        members = []
+        for member in group.members.values():
+            topics = sorted(group.subscribed_topics_of(member))
+            subscription = m.ConsumerProtocolSubscription(topics=topics, user_data=None,
+                                                          owned_partitions=[])
+            by_topic = {}
+            for topic_id, partitions in member.assigned.items():
+                found = self.topics.by_id(topic_id)
+                if found is not None:
+                    by_topic[found[0]] = sorted(partitions)
+            tp_cls = m.ConsumerProtocolAssignment.TopicPartition
+            assignment = m.ConsumerProtocolAssignment(
+                assigned_partitions=[tp_cls(topic=t, partitions=p)
+                                     for t, p in sorted(by_topic.items())], user_data=None)
+            members.append(member_cls(
+                member_id=member.member_id, group_instance_id=member.instance_id,
+                client_id=member.client_id, client_host=member.client_host,
+                member_metadata=b"\x00\x00" + subscription.encode(0),
+                member_assignment=b"\x00\x00" + assignment.encode(0)))
+        return cls(error_code=0, group_id=group.group_id, group_state=group.state.value,
+                   protocol_type="consumer",
+                   protocol_data=group.preferred_assignor(self.config.group_consumer_assignors[0]),
+                   members=members)
+
+    def _describe_assignment(self, assignment):
+        cls = m.ConsumerGroupDescribeResponse.Assignment
+        tp_cls = m.ConsumerGroupDescribeResponse.TopicPartitions
+        out = []
+        for topic_id, partitions in sorted(assignment.items(), key=lambda kv: kv[0].bytes):
+            found = self.topics.by_id(topic_id)
+            out.append(tp_cls(topic_id=topic_id, topic_name=found[0] if found else "",
+                              partitions=sorted(partitions)))
+        return cls(topic_partitions=out)
+
+
+def crec_classic_tombstone(group_id: str):
+    from .. import records as rec
+    return rec.group_metadata_tombstone(group_id)
+
+
+def _subscription_type(members) -> str:
+    """Kafka's ModernGroup.subscriptionType, from what members name (not what exists):
+    homogeneous when every member subscribes to the same topic names, or all to one regex."""
+    members = list(members)
+    regexes = {mm.subscribed_topic_regex for mm in members if mm.subscribed_topic_regex}
+    names: dict[str, int] = {}
+    for mm in members:
+        for name in mm.subscribed_topic_names:
+            names[name] = names.get(name, 0) + 1
+    if regexes:
+        everyone = all(mm.subscribed_topic_regex for mm in members)
+        return HOMOGENEOUS if len(regexes) == 1 and everyone and not names else HETEROGENEOUS
+    if all(n == len(members) for n in names.values()):
+        return HOMOGENEOUS
+    return HETEROGENEOUS
+
+
+def _is_subset(owned, assigned) -> bool:
+    if owned is None:
+        return False
+    for topic_id, partitions in owned.items():
+        held = assigned.get(topic_id)
+        if held is None or not partitions <= held:
+            return False
+    return True
+
+
+def _count(assignment) -> int:
+    return sum(len(p) for p in assignment.values())
+
+
+def _response_assignment(assignment):
+    cls = m.ConsumerGroupHeartbeatResponse.Assignment
+    tp_cls = m.ConsumerGroupHeartbeatResponse.TopicPartitions
+    return cls(topic_partitions=[
+        tp_cls(topic_id=topic_id, partitions=sorted(partitions))
+        for topic_id, partitions in sorted(assignment.items(), key=lambda kv: kv[0].bytes)])
+
+
+def _metadata_hash(metadata: dict) -> int:
+    """A 64-bit hash of the subscribed topics' ids, names and partition counts (what Kafka 4.1+
+    keeps as the group's MetadataHash): a change means a new target assignment."""
+    if not metadata:
+        return 0
+    digest = hashlib.blake2b(digest_size=8)
+    for topic_id, (name, partitions) in sorted(metadata.items(), key=lambda kv: kv[1][0]):
+        digest.update(topic_id.bytes)
+        digest.update(name.encode())
+        digest.update(partitions.to_bytes(4, "big", signed=True))
+    return int.from_bytes(digest.digest(), "big", signed=True)
+

@@ -1,0 +1,192 @@
+"""The __consumer_offsets records of consumer groups (KIP-848), in Kafka's formats.
+
+Each key is an int16 record type (Kafka's coordinator-key apiKey) followed by the key struct at
+version 0; each value is an int16 version 0 followed by the flexible value struct, or None for a
+tombstone.
+
+====  =========================================  ===============================================
+type  key (group, and member or regex)            value
+====  =========================================  ===============================================
+3     ConsumerGroupMetadataKey                    group epoch, metadata hash
+4     ConsumerGroupPartitionMetadataKey           (Kafka before 4.1; read and ignored)
+5     ConsumerGroupMemberMetadataKey              a member's subscription
+6     ConsumerGroupTargetAssignmentMetadataKey    target assignment epoch
+7     ConsumerGroupTargetAssignmentMemberKey      a member's target assignment
+8     ConsumerGroupCurrentMemberAssignmentKey     a member's epochs, state and assignment
+16    ConsumerGroupRegularExpressionKey           the topics a regex resolved to
+====  =========================================  ===============================================
+"""
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from protocol import messages as m
+
+from ..records import Record, RecordError
+from .group import ConsumerGroupMember, MemberState
+
+_INT16 = struct.Struct(">h")
+_VALUE_VERSION = _INT16.pack(0)
+
+GROUP_METADATA = 3
+PARTITION_METADATA = 4
+MEMBER_METADATA = 5
+TARGET_ASSIGNMENT_METADATA = 6
+TARGET_ASSIGNMENT_MEMBER = 7
+CURRENT_MEMBER_ASSIGNMENT = 8
+REGULAR_EXPRESSION = 16
+
+_KEYS = {
+    GROUP_METADATA: m.ConsumerGroupMetadataKey,
+    PARTITION_METADATA: m.ConsumerGroupPartitionMetadataKey,
+    MEMBER_METADATA: m.ConsumerGroupMemberMetadataKey,
+    TARGET_ASSIGNMENT_METADATA: m.ConsumerGroupTargetAssignmentMetadataKey,
+    TARGET_ASSIGNMENT_MEMBER: m.ConsumerGroupTargetAssignmentMemberKey,
+    CURRENT_MEMBER_ASSIGNMENT: m.ConsumerGroupCurrentMemberAssignmentKey,
+    REGULAR_EXPRESSION: m.ConsumerGroupRegularExpressionKey,
+}
+_VALUES = {
+    GROUP_METADATA: m.ConsumerGroupMetadataValue,
+    PARTITION_METADATA: m.ConsumerGroupPartitionMetadataValue,
+    MEMBER_METADATA: m.ConsumerGroupMemberMetadataValue,
+    TARGET_ASSIGNMENT_METADATA: m.ConsumerGroupTargetAssignmentMetadataValue,
+    TARGET_ASSIGNMENT_MEMBER: m.ConsumerGroupTargetAssignmentMemberValue,
+    CURRENT_MEMBER_ASSIGNMENT: m.ConsumerGroupCurrentMemberAssignmentValue,
+    REGULAR_EXPRESSION: m.ConsumerGroupRegularExpressionValue,
+}
+RECORD_TYPES = frozenset(_KEYS)
+
+
+class ConsumerKey(NamedTuple):
+    """A decoded key: the record type, the group, and the member id or regex (else None)."""
+
+    type: int
+    group: str
+    sub: str | None = None
+
+
+def decode_key(record_type: int, key: bytes) -> ConsumerKey:
+    try:
+        k = _KEYS[record_type].decode(key, 0, 2)
+    except Exception as exc:
+        raise RecordError(f"bad consumer group key of type {record_type}: {exc}") from exc
+    sub = getattr(k, "member_id", None)
+    if record_type == REGULAR_EXPRESSION:
+        sub = k.regular_expression
+    return ConsumerKey(record_type, k.group_id, sub)
+
+
+def decode_value(record_type: int, value: bytes):
+    if len(value) < 2:
+        raise RecordError("consumer group value shorter than its version")
+    try:
+        return _VALUES[record_type].decode(value, 0, 2, exact=False)
+    except Exception as exc:
+        raise RecordError(f"bad consumer group value of type {record_type}: {exc}") from exc
+
+
+def _key(record_type: int, **fields) -> bytes:
+    return _INT16.pack(record_type) + _KEYS[record_type](**fields).encode(0)
+
+
+def _value(record_type: int, **fields) -> bytes:
+    return _VALUE_VERSION + _VALUES[record_type](**fields).encode(0)
+
+
+def _topic_partitions(cls, assignment) -> list:
+    return [cls(topic_id=topic_id, partitions=sorted(partitions))
+            for topic_id, partitions in sorted(assignment.items(), key=lambda kv: kv[0].bytes)
+            if partitions]
+
+
+def assignment_of(topic_partitions) -> dict:
+    """{topic_id: frozenset(partitions)} from a stored or requested list of TopicPartitions."""
+    out = {}
+    for tp in topic_partitions or ():
+        if tp.partitions:
+            out[tp.topic_id] = frozenset(tp.partitions) | out.get(tp.topic_id, frozenset())
+    return out
+
+
+# --------------------------------------------------------------------------- records
+
+def group_epoch_record(group_id: str, epoch: int, metadata_hash: int) -> Record:
+    return (_key(GROUP_METADATA, group_id=group_id),
+            _value(GROUP_METADATA, epoch=epoch, metadata_hash=metadata_hash))
+
+
+def group_epoch_tombstone(group_id: str) -> Record:
+    return _key(GROUP_METADATA, group_id=group_id), None
+
+
+def member_subscription_record(group_id: str, member: ConsumerGroupMember) -> Record:
+    classic = None
+    if member.classic_metadata is not None:
+        cls = m.ConsumerGroupMemberMetadataValue.ClassicMemberMetadata
+        session_timeout, protocols = member.classic_metadata
+        classic = cls(session_timeout_ms=session_timeout, supported_protocols=[
+            cls.ClassicProtocol(name=name, metadata=metadata) for name, metadata in protocols])
+    return (_key(MEMBER_METADATA, group_id=group_id, member_id=member.member_id),
+            _value(MEMBER_METADATA, instance_id=member.instance_id, rack_id=member.rack_id,
+                   client_id=member.client_id, client_host=member.client_host,
+                   subscribed_topic_names=sorted(member.subscribed_topic_names),
+                   subscribed_topic_regex=member.subscribed_topic_regex,
+                   rebalance_timeout_ms=member.rebalance_timeout_ms,
+                   server_assignor=member.server_assignor, classic_member_metadata=classic))
+
+
+def member_subscription_tombstone(group_id: str, member_id: str) -> Record:
+    return _key(MEMBER_METADATA, group_id=group_id, member_id=member_id), None
+
+
+def target_assignment_record(group_id: str, member_id: str, assignment) -> Record:
+    cls = m.ConsumerGroupTargetAssignmentMemberValue.TopicPartition
+    return (_key(TARGET_ASSIGNMENT_MEMBER, group_id=group_id, member_id=member_id),
+            _value(TARGET_ASSIGNMENT_MEMBER,
+                   topic_partitions=_topic_partitions(cls, assignment)))
+
+
+def target_assignment_tombstone(group_id: str, member_id: str) -> Record:
+    return _key(TARGET_ASSIGNMENT_MEMBER, group_id=group_id, member_id=member_id), None
+
+
+def target_assignment_epoch_record(group_id: str, epoch: int, timestamp: int) -> Record:
+    return (_key(TARGET_ASSIGNMENT_METADATA, group_id=group_id),
+            _value(TARGET_ASSIGNMENT_METADATA, assignment_epoch=epoch,
+                   assignment_timestamp=timestamp))
+
+
+def target_assignment_epoch_tombstone(group_id: str) -> Record:
+    return _key(TARGET_ASSIGNMENT_METADATA, group_id=group_id), None
+
+
+def current_assignment_record(group_id: str, member: ConsumerGroupMember) -> Record:
+    cls = m.ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions
+    return (_key(CURRENT_MEMBER_ASSIGNMENT, group_id=group_id, member_id=member.member_id),
+            _value(CURRENT_MEMBER_ASSIGNMENT, member_epoch=member.member_epoch,
+                   previous_member_epoch=member.previous_member_epoch, state=int(member.state),
+                   assigned_partitions=_topic_partitions(cls, member.assigned),
+                   partitions_pending_revocation=_topic_partitions(
+                       cls, member.pending_revocation)))
+
+
+def current_assignment_tombstone(group_id: str, member_id: str) -> Record:
+    return _key(CURRENT_MEMBER_ASSIGNMENT, group_id=group_id, member_id=member_id), None
+
+
+def regex_record(group_id: str, regex: str, topics, version: int, timestamp: int) -> Record:
+    return (_key(REGULAR_EXPRESSION, group_id=group_id, regular_expression=regex),
+            _value(REGULAR_EXPRESSION, topics=sorted(topics), version=version,
+                   timestamp=timestamp))
+
+
+def regex_tombstone(group_id: str, regex: str) -> Record:
+    return _key(REGULAR_EXPRESSION, group_id=group_id, regular_expression=regex), None
+
+
+def member_state(value: int) -> MemberState:
+    try:
+        return MemberState(value)
+    except ValueError:
+        return MemberState.UNKNOWN

@@ -1,0 +1,129 @@
+"""A deterministic harness for consumer groups (KIP-848): the coordinator on a fake clock with
+an in-memory __consumer_offsets log and topics that tests create, grow and delete."""
+from __future__ import annotations
+
+import uuid
+
+from protocol import messages as m
+from protocol.errors import ErrorCode
+
+from broker.coordinator import GroupCoordinator
+from broker.coordinator.coordinator import TopicsView
+from broker.purgatory import Timer
+
+from .harness import Ctx, FakeClock, FakeLog, Reply
+
+E = ErrorCode
+
+
+class FakeTopics(TopicsView):
+    def __init__(self) -> None:
+        self.topics: dict[str, tuple[uuid.UUID, int]] = {}
+        self._version = 0
+        self._next = 0
+
+    def create(self, name: str, partitions: int) -> uuid.UUID:
+        self._next += 1
+        topic_id = uuid.UUID(int=self._next)
+        self.topics[name] = (topic_id, partitions)
+        self._version += 1
+        return topic_id
+
+    def grow(self, name: str, partitions: int) -> None:
+        topic_id, _ = self.topics[name]
+        self.topics[name] = (topic_id, partitions)
+        self._version += 1
+
+    def delete(self, name: str) -> None:
+        del self.topics[name]
+        self._version += 1
+
+    def id(self, name: str) -> uuid.UUID:
+        return self.topics[name][0]
+
+    def get(self, name):
+        return self.topics.get(name)
+
+    def by_id(self, topic_id):
+        for name, (tid, n) in self.topics.items():
+            if tid == topic_id:
+                return name, n
+        return None
+
+    def names(self):
+        return list(self.topics)
+
+    def version(self) -> int:
+        return self._version
+
+
+class ConsumerHarness:
+    """Heartbeats as a client sends them; ``owned`` maps topic names to partitions."""
+
+    def __init__(self, config: dict | None = None, topics: FakeTopics | None = None,
+                 log: FakeLog | None = None, start: int = 0) -> None:
+        self.clock = FakeClock(start)
+        self.timer = Timer(self.clock)
+        self.log = log or FakeLog()
+        self.topics = topics or FakeTopics()
+        self._uuid = 0
+        self.coordinator = GroupCoordinator(config or {}, self.clock, self.timer,
+                                            self.log.persist, new_uuid=self._new_uuid,
+                                            topics=self.topics)
+
+    def _new_uuid(self) -> str:
+        self._uuid += 1
+        return f"uuid{self._uuid}"
+
+    def advance(self, ms: int) -> None:
+        target = self.clock.now + ms
+        while True:
+            deadline = self.timer.next_deadline()
+            if deadline is None or deadline > target:
+                break
+            self.clock.now = max(self.clock.now, deadline)
+            self.timer.advance(self.clock.now)
+        self.clock.now = target
+        self.timer.advance(target)
+
+    def heartbeat(self, group="g", member_id="m1", epoch=0, *, topics=None, regex=None,
+                  owned=None, instance=None, rack=None, rebalance=300000, assignor=None,
+                  version=1, client_id="client") -> Reply:
+        """epoch 0 sends a full request (topics default ["t"]); later ones send only
+        ``owned`` (None: not sent) unless topics/regex are given."""
+        tp_cls = m.ConsumerGroupHeartbeatRequest.TopicPartitions
+        if epoch == 0:
+            if topics is None and regex is None:
+                topics = ["t"]
+            owned = owned or {}
+        req = m.ConsumerGroupHeartbeatRequest(
+            group_id=group, member_id=member_id, member_epoch=epoch, instance_id=instance,
+            rack_id=rack, rebalance_timeout_ms=rebalance if epoch == 0 else -1,
+            subscribed_topic_names=topics, subscribed_topic_regex=regex,
+            server_assignor=assignor,
+            topic_partitions=None if owned is None else [
+                tp_cls(topic_id=self.topics.id(t), partitions=sorted(ps))
+                for t, ps in owned.items()])
+        reply = Reply()
+        self.coordinator.consumer_group_heartbeat(req, version, Ctx(client_id), reply)
+        return reply
+
+    def assigned(self, reply: Reply) -> dict[str, set[int]] | None:
+        """The assignment in a heartbeat response by topic name; None when not sent."""
+        if reply.value.assignment is None:
+            return None
+        out = {}
+        for tp in reply.value.assignment.topic_partitions:
+            name = self.topics.by_id(tp.topic_id)[0]
+            out[name] = set(tp.partitions)
+        return out
+
+    def group(self, group_id="g"):
+        return self.coordinator.group(group_id)
+
+    def describe(self, *group_ids) -> list:
+        reply = Reply()
+        self.coordinator.consumer_group_describe(
+            m.ConsumerGroupDescribeRequest(group_ids=list(group_ids or ["g"]),
+                                           include_authorized_operations=False), 1, Ctx(), reply)
+        return reply.value.groups
