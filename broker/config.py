@@ -122,6 +122,13 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("group.consumer.max.session.timeout.ms", int, 60000,
             "Largest group.consumer.session.timeout.ms allowed."),
     Setting("group.consumer.max.size", int, 2147483647, "Most members in one consumer group."),
+    Setting("group.consumer.assignment.interval.ms", int, 0,
+            "Least time between two target assignments of a consumer group (Kafka: 1000, which "
+            "batches joins; 0 here: a joining member's partitions are computed at once)."),
+    Setting("group.consumer.min.assignment.interval.ms", int, 0,
+            "Smallest group.consumer.assignment.interval.ms allowed."),
+    Setting("group.consumer.max.assignment.interval.ms", int, 15000,
+            "Largest group.consumer.assignment.interval.ms allowed."),
     Setting("group.consumer.assignors", _assignors, ("uniform", "range"),
             "Server-side assignors of consumer groups; the first is the default."),
     Setting("metrics.port", int, 9404, "HTTP port for /metrics, /health and /ready (0 = off)."),
@@ -187,7 +194,7 @@ class BrokerConfig:
             raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms exceeds group.max.session.timeout.ms")
-        for what in ("heartbeat.interval", "session.timeout"):
+        for what in ("heartbeat.interval", "session.timeout", "assignment.interval"):
             low, value, high = (self[f"group.consumer.{x}{what}.ms"] for x in ("min.", "", "max."))
             if not low <= value <= high:
                 raise ConfigError(f"group.consumer.{what}.ms must be between "

@@ -71,6 +71,7 @@ class CoordinatorConfig:
     group_consumer_session_timeout_ms: int = 45000
     group_consumer_max_size: int = 2147483647
     group_consumer_assignors: tuple = ("uniform", "range")
+    group_consumer_assignment_interval_ms: int = 0   # the broker's default (broker/config.py)
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -509,7 +510,11 @@ class GroupCoordinator:
                 continue
             group = shard.groups.get(group_id)
             if isinstance(group, ConsumerGroup) and group.state is not GroupState.DEAD:
-                described = shard.consumer.describe_classic(group)
+                # Kafka describes only classic groups here: a consumer group is not found
+                described = cls(group_id=group_id, group_state=GroupState.DEAD.value)
+                if api_version >= 6:
+                    described.error_code = int(E.GROUP_ID_NOT_FOUND)
+                    described.error_message = f"Group {group_id} is not a classic group."
             else:
                 described = shard.classic.describe_group(group_id, api_version)
             if include_ops and described.error_code == 0:

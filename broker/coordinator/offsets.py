@@ -82,6 +82,9 @@ class OffsetMetadataManager:
                                                   generation, version))
         else:
             error = self._validate_commit(group, generation, member_id, instance_id)
+        partition_check = None
+        if callable(error):
+            partition_check, error = error, None
         if error is not None:
             fail(error)
             self.shard.maybe_drop_transient_group(group)
@@ -94,6 +97,12 @@ class OffsetMetadataManager:
         written = []
         max_metadata = self.shard.config.offset_metadata_max_bytes
         for topic, partition, offset, leader_epoch, metadata, _ in todo:
+            if partition_check is not None:
+                found = self.shard.topics.get(topic)
+                refused = partition_check(found[0] if found else None, partition)
+                if refused is not None:
+                    results[(topic, partition)] = refused
+                    continue
             if java_length(metadata) > max_metadata:
                 results[(topic, partition)] = E.OFFSET_METADATA_TOO_LARGE
                 continue

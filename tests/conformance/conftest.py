@@ -24,6 +24,9 @@ GROUP_SETTINGS = {
     "group.max.size": 3,
     # Kafka's default; kbroker's own default is shorter (README)
     "group.consumer.heartbeat.interval.ms": 5000,
+    # kbroker's default (Kafka's is 1000): a new target assignment at each change, so that
+    # a scenario sees every step at once on both brokers
+    "group.consumer.assignment.interval.ms": 0,
 }
 
 

@@ -148,6 +148,7 @@ def test_api_versions_advertise_the_consumer_protocol(target, connect):
 ])
 def test_malformed_heartbeats(target, connect, group, topic, fields, message):
     member = Member(connect(), group, topic)
+    fields = dict(fields)   # the parameters are shared by both targets
     epoch = fields.pop("member_epoch", 0)
     response = member.heartbeat(epoch, full=True, **fields)
     assert (response.error_code, response.error_message) == (E.INVALID_REQUEST, message)
@@ -161,34 +162,35 @@ def test_unsupported_assignor(target, connect, group, topic):
 
 
 def test_join_revoke_and_reassign(target, connect, group, topic):
-    """Two members: the second waits while the first revokes, with Kafka's epochs."""
+    """Two members: the second waits while the first revokes, with Kafka's epochs (a new
+    group starts at epoch 1, so its first member moves it to 2)."""
     a = Member(connect("a"), group, topic)
     first = a.heartbeat()
-    assert (first.error_code, first.member_epoch, a.assigned(first)) == (E.NONE, 1, ALL)
+    assert (first.error_code, first.member_epoch, a.assigned(first)) == (E.NONE, 2, ALL)
     assert first.heartbeat_interval_ms == 5000
     assert first.member_id == a.member_id
 
     b = Member(connect("b"), group, topic)
     joined = b.heartbeat()
-    assert (joined.error_code, joined.member_epoch, b.assigned(joined)) == (E.NONE, 2, set())
+    assert (joined.error_code, joined.member_epoch, b.assigned(joined)) == (E.NONE, 3, set())
     [described] = describe(a.client, group)
     assert (described.group_state, described.group_epoch, described.assignment_epoch) == \
-        ("Reconciling", 2, 2)
+        ("Reconciling", 3, 3)
 
     revoke = a.heartbeat()
-    assert revoke.member_epoch == 1
+    assert revoke.member_epoch == 2
     kept = a.assigned(revoke)
     assert kept < ALL and kept
     # still owning what it must give up: nothing changes, no assignment is sent
     again = a.heartbeat(owned=ALL)
-    assert (again.member_epoch, again.assignment) == (1, None)
+    assert (again.member_epoch, again.assignment) == (2, None)
     waiting = b.heartbeat()
-    assert (waiting.member_epoch, waiting.assignment) == (2, None)
+    assert (waiting.member_epoch, waiting.assignment) == (3, None)
 
     done = a.heartbeat()                 # owns only what it kept
-    assert (done.member_epoch, done.assignment) == (2, None)
+    assert (done.member_epoch, done.assignment) == (3, None)
     got = b.heartbeat()
-    assert got.member_epoch == 2 and b.assigned(got) == ALL - kept
+    assert got.member_epoch == 3 and b.assigned(got) == ALL - kept
     [described] = describe(a.client, group)
     assert described.group_state == "Stable"
     assert sorted(len(m.assignment.topic_partitions[0].partitions) for m in
@@ -201,9 +203,9 @@ def test_fencing_and_unknown_members(target, connect, group, topic):
     ahead = a.heartbeat(epoch=5)
     assert ahead.error_code == E.FENCED_MEMBER_EPOCH
     assert ahead.error_message.startswith("The consumer group member has a greater member epoch")
-    unknown = Member(connect("x"), group, topic).heartbeat(epoch=1)
+    unknown = Member(connect("x"), group, topic).heartbeat(epoch=2)
     assert unknown.error_code == E.UNKNOWN_MEMBER_ID
-    no_group = Member(connect("y"), unique("cg-none"), topic).heartbeat(epoch=1)
+    no_group = Member(connect("y"), unique("cg-none"), topic).heartbeat(epoch=2)
     assert no_group.error_code == E.GROUP_ID_NOT_FOUND
 
 
@@ -217,10 +219,10 @@ def test_leave_and_rejoin(target, connect, group, topic):
     # the group epoch moved on; a reaches it with every partition
     for _ in range(2):
         response = a.heartbeat()
-    assert a.epoch == 3 and a.owned == ALL
+    assert a.epoch == 4 and a.owned == ALL
     assert b.heartbeat(epoch=-1).error_code == E.UNKNOWN_MEMBER_ID
     [described] = describe(a.client, group)
-    assert (described.group_state, described.group_epoch) == ("Stable", 3)
+    assert (described.group_state, described.group_epoch) == ("Stable", 4)
     assert response.error_code == E.NONE
 
 
@@ -236,11 +238,11 @@ def test_static_member_leaves_and_comes_back(target, connect, group, topic):
     back = Member(connect("a3"), group, topic, instance_id="inst-a")
     response = back.heartbeat()
     assert (response.error_code, response.member_epoch, back.assigned(response)) == \
-        (E.NONE, 1, ALL)
+        (E.NONE, 2, ALL)
     [described] = describe(a.client, group)
     assert [m.member_id for m in described.members] == [back.member_id]
-    assert described.group_epoch == 1
-    fenced = a.heartbeat(epoch=1)
+    assert described.group_epoch == 2
+    fenced = a.heartbeat(epoch=2)
     assert fenced.error_code == E.FENCED_INSTANCE_ID
 
 
@@ -258,11 +260,11 @@ def test_commits_check_the_member_epoch(target, connect, group, topic):
             version)
         return response.topics[0].partitions[0].error_code
 
-    assert commit(1, a.member_id) == E.NONE
-    assert commit(0, a.member_id) == E.STALE_MEMBER_EPOCH
-    assert commit(2, a.member_id) == E.STALE_MEMBER_EPOCH
-    assert commit(1, "someone") == E.UNKNOWN_MEMBER_ID
-    assert commit(1, a.member_id, version=8) == E.UNSUPPORTED_VERSION
+    assert commit(2, a.member_id) == E.NONE
+    assert commit(1, a.member_id) == E.STALE_MEMBER_EPOCH   # older than the partition's
+    assert commit(3, a.member_id) == E.STALE_MEMBER_EPOCH   # newer than the member's
+    assert commit(2, "someone") == E.UNKNOWN_MEMBER_ID
+    assert commit(2, a.member_id, version=8) == E.UNSUPPORTED_VERSION
 
     def fetch(member_id, epoch):
         response = a.client.call(OffsetFetchRequest(groups=[
@@ -275,19 +277,22 @@ def test_commits_check_the_member_epoch(target, connect, group, topic):
         offsets = [p.committed_offset for t in g.topics for p in t.partitions]
         return g.error_code, offsets
 
-    assert fetch(a.member_id, 1) == (E.NONE, [7])
-    assert fetch(a.member_id, 0) == (E.STALE_MEMBER_EPOCH, [])
-    assert fetch("someone", 1) == (E.UNKNOWN_MEMBER_ID, [])
+    assert fetch(a.member_id, 2) == (E.NONE, [7])
+    assert fetch(a.member_id, 1) == (E.STALE_MEMBER_EPOCH, [])
+    assert fetch("someone", 2) == (E.UNKNOWN_MEMBER_ID, [])
     assert fetch(None, -1) == (E.NONE, [7])
 
 
 def test_classic_apis_see_a_consumer_group(target, connect, group, topic):
     a = Member(connect("a"), group, topic)
     a.heartbeat()
+    # DescribeGroups describes classic groups only
     described = a.client.call(DescribeGroupsRequest(groups=[group]), 5).groups[0]
-    assert (described.error_code, described.group_state, described.protocol_type,
-            described.protocol_data) == (E.NONE, "Stable", "consumer", "uniform")
-    assert [m.member_id for m in described.members] == [a.member_id]
+    assert (described.error_code, described.group_state, list(described.members)) == \
+        (E.NONE, "Dead", [])
+    described = a.client.call(DescribeGroupsRequest(groups=[group]), 6).groups[0]
+    assert (described.error_code, described.error_message) == \
+        (E.GROUP_ID_NOT_FOUND, f"Group {group} is not a classic group.")
     deleted = a.client.call(DeleteGroupsRequest(groups_names=[group]), 2).results[0]
     assert deleted.error_code == E.NON_EMPTY_GROUP
     a.heartbeat(epoch=-1)

@@ -24,11 +24,11 @@ def harness(partitions=6, **config) -> ConsumerHarness:
 def three_members(h: ConsumerHarness):
     """m1, m2 and m3 joined one after the other and all reconciled: returns their epochs."""
     a = h.heartbeat(member_id="m1")
-    assert a.error == E.NONE and a.member_epoch == 1 and h.assigned(a) == {"t": ALL}
+    assert a.error == E.NONE and a.member_epoch == 2 and h.assigned(a) == {"t": ALL}
     h.heartbeat(member_id="m2")
-    a = h.heartbeat(member_id="m1", epoch=1, owned={"t": ALL})
+    a = h.heartbeat(member_id="m1", epoch=2, owned={"t": ALL})
     a = h.heartbeat(member_id="m1", epoch=a.member_epoch, owned=h.assigned(a))
-    h.heartbeat(member_id="m2", epoch=2, owned={})
+    h.heartbeat(member_id="m2", epoch=3, owned={})
     h.heartbeat(member_id="m3")
     for mid in ("m1", "m2", "m3"):
         for _ in range(3):
@@ -40,16 +40,17 @@ def three_members(h: ConsumerHarness):
 
 # ----------------------------------------------------------------------------- joining
 
-def test_first_member_gets_every_partition_at_epoch_1():
+def test_first_member_gets_every_partition_at_epoch_2():
+    """Kafka 4.3 starts a group at epoch 1, so its first member moves it to 2."""
     h = harness()
     reply = h.heartbeat(member_id="m1")
     assert reply.error == E.NONE
-    assert reply.member_id == "m1" and reply.member_epoch == 1
+    assert reply.member_id == "m1" and reply.member_epoch == 2
     assert reply.heartbeat_interval_ms == 250
     assert h.assigned(reply) == {"t": ALL}
     group = h.group()
     assert group.state is GroupState.STABLE
-    assert group.group_epoch == 1 and group.assignment_epoch == 1
+    assert group.group_epoch == 2 and group.assignment_epoch == 2
 
 
 def test_v0_member_gets_its_id_from_the_coordinator():
@@ -63,24 +64,24 @@ def test_second_member_waits_until_the_first_revokes():
     h = harness()
     h.heartbeat(member_id="m1")
     joined = h.heartbeat(member_id="m2")
-    # the group moves to epoch 2; m2's partitions are still m1's, so it gets none yet
-    assert joined.member_epoch == 2 and h.assigned(joined) == {}
+    # the group moves to epoch 3; m2's partitions are still m1's, so it gets none yet
+    assert joined.member_epoch == 3 and h.assigned(joined) == {}
     assert h.group().state is GroupState.RECONCILING
     assert h.group().members["m2"].state is MemberState.UNRELEASED_PARTITIONS
-    # m1 is told to keep half: it stays in epoch 1 until it no longer owns the other half
-    revoke = h.heartbeat(member_id="m1", epoch=1, owned={"t": ALL})
+    # m1 is told to keep half: it stays in epoch 2 until it no longer owns the other half
+    revoke = h.heartbeat(member_id="m1", epoch=2, owned={"t": ALL})
     kept = h.assigned(revoke)["t"]
-    assert revoke.member_epoch == 1 and len(kept) == 3
+    assert revoke.member_epoch == 2 and len(kept) == 3
     assert h.group().members["m1"].state is MemberState.UNREVOKED_PARTITIONS
     # still owning them: nothing moves
-    again = h.heartbeat(member_id="m1", epoch=1, owned={"t": ALL})
-    assert again.member_epoch == 1 and again.assignment is None
-    assert h.heartbeat(member_id="m2", epoch=2, owned={}).assignment is None
-    # revoked: m1 reaches epoch 2, then m2 gets the freed partitions
-    done = h.heartbeat(member_id="m1", epoch=1, owned={"t": kept})
-    assert done.member_epoch == 2
-    got = h.heartbeat(member_id="m2", epoch=2, owned={})
-    assert got.member_epoch == 2 and h.assigned(got) == {"t": ALL - kept}
+    again = h.heartbeat(member_id="m1", epoch=2, owned={"t": ALL})
+    assert again.member_epoch == 2 and again.assignment is None
+    assert h.heartbeat(member_id="m2", epoch=3, owned={}).assignment is None
+    # revoked: m1 reaches epoch 3, then m2 gets the freed partitions
+    done = h.heartbeat(member_id="m1", epoch=2, owned={"t": kept})
+    assert done.member_epoch == 3
+    got = h.heartbeat(member_id="m2", epoch=3, owned={})
+    assert got.member_epoch == 3 and h.assigned(got) == {"t": ALL - kept}
     assert h.group().state is GroupState.STABLE
 
 
@@ -89,7 +90,7 @@ def test_three_members_hold_disjoint_covering_assignments():
     epochs = three_members(h)
     group = h.group()
     assert group.state is GroupState.STABLE
-    assert set(epochs.values()) == {group.group_epoch} == {3}
+    assert set(epochs.values()) == {group.group_epoch} == {4}
     held = [set().union(*mm.assigned.values()) for mm in group.members.values()]
     assert sorted(len(p) for p in held) == [2, 2, 2]
     assert set().union(*held) == ALL
@@ -99,13 +100,13 @@ def test_a_member_that_lost_the_response_may_come_back_with_its_previous_epoch()
     h = harness()
     h.heartbeat(member_id="m1")
     h.heartbeat(member_id="m2")
-    revoke = h.heartbeat(member_id="m1", epoch=1, owned={"t": ALL})
+    revoke = h.heartbeat(member_id="m1", epoch=2, owned={"t": ALL})
     kept = h.assigned(revoke)["t"]
-    h.heartbeat(member_id="m1", epoch=1, owned={"t": kept})       # -> epoch 2, response lost
-    retry = h.heartbeat(member_id="m1", epoch=1, owned={"t": kept})
-    assert retry.error == E.NONE and retry.member_epoch == 2
+    h.heartbeat(member_id="m1", epoch=2, owned={"t": kept})       # -> epoch 3, response lost
+    retry = h.heartbeat(member_id="m1", epoch=2, owned={"t": kept})
+    assert retry.error == E.NONE and retry.member_epoch == 3
     # but not while owning partitions outside its assignment
-    stale = h.heartbeat(member_id="m1", epoch=1, owned={"t": ALL})
+    stale = h.heartbeat(member_id="m1", epoch=2, owned={"t": ALL})
     assert stale.error == E.FENCED_MEMBER_EPOCH
 
 
@@ -115,8 +116,8 @@ def test_epochs_ahead_or_unknown_members_are_refused():
     h = harness()
     h.heartbeat(member_id="m1")
     assert h.heartbeat(member_id="m1", epoch=5, owned={}).error == E.FENCED_MEMBER_EPOCH
-    assert h.heartbeat(member_id="nobody", epoch=1, owned={}).error == E.UNKNOWN_MEMBER_ID
-    assert h.heartbeat(group="other", member_id="m1", epoch=1).error == E.GROUP_ID_NOT_FOUND
+    assert h.heartbeat(member_id="nobody", epoch=2, owned={}).error == E.UNKNOWN_MEMBER_ID
+    assert h.heartbeat(group="other", member_id="m1", epoch=2).error == E.GROUP_ID_NOT_FOUND
 
 
 def test_malformed_heartbeats_get_invalid_request_with_kafkas_message():
@@ -154,7 +155,7 @@ def test_group_max_size():
     h = harness(**{"group.consumer.max.size": 1})
     h.heartbeat(member_id="m1")
     assert h.heartbeat(member_id="m2").error == E.GROUP_MAX_SIZE_REACHED
-    assert h.heartbeat(member_id="m1", epoch=1, owned={"t": ALL}).error == E.NONE
+    assert h.heartbeat(member_id="m1", epoch=2, owned={"t": ALL}).error == E.NONE
 
 
 # ----------------------------------------------------------------------------- leaving
@@ -162,11 +163,10 @@ def test_group_max_size():
 def test_a_leaving_member_gives_its_partitions_to_the_others():
     h = harness()
     three_members(h)
-    leave = h.heartbeat(member_id="m3", epoch=3, owned=None)
     leave = h.heartbeat(member_id="m3", epoch=-1)
     assert leave.error == E.NONE and leave.member_epoch == -1
     group = h.group()
-    assert "m3" not in group.members and group.group_epoch == 4
+    assert "m3" not in group.members and group.group_epoch == 5
     for mid in ("m1", "m2"):
         member = group.members[mid]
         owned = {"t": set().union(*member.assigned.values())}
@@ -203,9 +203,9 @@ def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced():
     h = harness()
     h.heartbeat(member_id="m1", rebalance=10000)
     h.heartbeat(member_id="m2")
-    h.heartbeat(member_id="m1", epoch=1, owned={"t": ALL})   # told to revoke
+    h.heartbeat(member_id="m1", epoch=2, owned={"t": ALL})   # told to revoke
     h.advance(9999)
-    h.heartbeat(member_id="m1", epoch=1, owned={"t": ALL})   # heartbeats, never revokes
+    h.heartbeat(member_id="m1", epoch=2, owned={"t": ALL})   # heartbeats, never revokes
     assert "m1" in h.group().members
     h.advance(1)
     assert "m1" not in h.group().members
@@ -254,17 +254,17 @@ def test_new_partitions_bump_the_group_epoch_at_the_next_heartbeat():
     h = harness()
     h.heartbeat(member_id="m1")
     h.topics.grow("t", 8)
-    reply = h.heartbeat(member_id="m1", epoch=1, owned={"t": ALL})
-    assert reply.member_epoch == 2 and h.assigned(reply) == {"t": set(range(8))}
+    reply = h.heartbeat(member_id="m1", epoch=2, owned={"t": ALL})
+    assert reply.member_epoch == 3 and h.assigned(reply) == {"t": set(range(8))}
 
 
 def test_a_topic_created_after_the_subscription_is_assigned():
     h = ConsumerHarness()
     reply = h.heartbeat(member_id="m1", topics=["later"])
-    assert reply.member_epoch == 1 and reply.assignment.topic_partitions == []
+    assert reply.member_epoch == 2 and reply.assignment.topic_partitions == []
     h.topics.create("later", 2)
-    reply = h.heartbeat(member_id="m1", epoch=1, owned={})
-    assert reply.member_epoch == 2 and h.assigned(reply) == {"later": {0, 1}}
+    reply = h.heartbeat(member_id="m1", epoch=2, owned={})
+    assert reply.member_epoch == 3 and h.assigned(reply) == {"later": {0, 1}}
 
 
 def test_regex_subscription_follows_topics_as_they_come():
@@ -274,7 +274,7 @@ def test_regex_subscription_follows_topics_as_they_come():
     reply = h.heartbeat(member_id="m1", topics=None, regex="orders-.*")
     assert h.assigned(reply) == {"orders-eu": {0}}
     h.topics.create("orders-us", 1)
-    reply = h.heartbeat(member_id="m1", epoch=1, owned={"orders-eu": {0}})
+    reply = h.heartbeat(member_id="m1", epoch=2, owned={"orders-eu": {0}})
     assert h.assigned(reply) == {"orders-eu": {0}, "orders-us": {0}}
     assert h.describe()[0].members[0].subscribed_topic_regex == "orders-.*"
 
@@ -291,7 +291,7 @@ def test_replay_rebuilds_the_same_group():
             h.heartbeat(member_id=mid, epoch=mm.member_epoch,
                         owned={"t": set().union(*mm.assigned.values())})
     live = h.group()
-    assert live.state is GroupState.STABLE and live.group_epoch == 4
+    assert live.state is GroupState.STABLE and live.group_epoch == 5
     fresh = ConsumerHarness(topics=h.topics)
     partition = h.coordinator.partition_for("g")
     fresh.coordinator.begin_loading(partition)
@@ -330,7 +330,7 @@ def test_consumer_group_describe():
     described = h.describe("g", "missing")
     group, missing = described
     assert group.error_code == 0 and group.group_state == "Stable"
-    assert group.group_epoch == 3 and group.assignment_epoch == 3
+    assert group.group_epoch == 4 and group.assignment_epoch == 4
     assert group.assignor_name == "uniform"
     assert sorted(mm.member_id for mm in group.members) == ["m1", "m2", "m3"]
     for member in group.members:
@@ -354,10 +354,20 @@ def test_offset_commit_checks_the_member_epoch():
         h.coordinator.offset_commit(req, version, Ctx(), reply)
         return E(reply.value.topics[0].partitions[0].error_code)
 
-    assert commit("m1", 1) == E.NONE
-    assert commit("m1", 0) == E.STALE_MEMBER_EPOCH
-    assert commit("other", 1) == E.UNKNOWN_MEMBER_ID
-    assert commit("m1", 1, version=8) == E.UNSUPPORTED_VERSION
+    assert commit("m1", 2) == E.NONE
+    assert commit("m1", 3) == E.STALE_MEMBER_EPOCH      # newer than the member's
+    assert commit("m1", 1) == E.STALE_MEMBER_EPOCH      # older than the partition's
+    assert commit("other", 2) == E.UNKNOWN_MEMBER_ID
+    assert commit("m1", 2, version=8) == E.UNSUPPORTED_VERSION
+    # KIP-1251: after m2 joins and m1 moves to epoch 3, a commit with epoch 2 is still
+    # accepted for a partition m1 has held since epoch 2
+    h.heartbeat(member_id="m2")
+    h.heartbeat(member_id="m1", epoch=2, owned={"t": ALL})
+    kept = set().union(*h.group().members["m1"].assigned.values())
+    h.heartbeat(member_id="m1", epoch=2, owned={"t": kept})
+    assert h.group().members["m1"].member_epoch == 3
+    assert 0 in kept
+    assert commit("m1", 2) == E.NONE
     assert h.group().offsets[("t", 0)].offset == 5
 
 
@@ -382,14 +392,14 @@ def test_classic_requests_on_a_consumer_group():
     h = harness()
     h.heartbeat(member_id="m1")
     hb = Reply()
-    h.coordinator.heartbeat(m.HeartbeatRequest(group_id="g", generation_id=1, member_id="m1"),
+    h.coordinator.heartbeat(m.HeartbeatRequest(group_id="g", generation_id=2, member_id="m1"),
                             4, Ctx(), hb)
     assert hb.error == E.UNKNOWN_MEMBER_ID
     described = Reply()
-    h.coordinator.describe_groups(m.DescribeGroupsRequest(groups=["g"]), 5, Ctx(), described)
+    h.coordinator.describe_groups(m.DescribeGroupsRequest(groups=["g"]), 6, Ctx(), described)
     group = described.value.groups[0]
-    assert group.protocol_type == "consumer" and group.group_state == "Stable"
-    assert group.protocol_data == "uniform" and group.members[0].member_id == "m1"
+    assert group.error_code == E.GROUP_ID_NOT_FOUND and group.group_state == "Dead"
+    assert group.error_message == "Group g is not a classic group."
 
 
 def test_delete_an_empty_consumer_group_with_its_offsets():
@@ -400,5 +410,5 @@ def test_delete_an_empty_consumer_group_with_its_offsets():
     h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["g"]), 2, Ctx(), reply)
     assert reply.value.results[0].error_code == 0
     assert h.group() is None
-    # and the group can start again from epoch 1
-    assert h.heartbeat(member_id="m9").member_epoch == 1
+    # and the group starts again from the beginning
+    assert h.heartbeat(member_id="m9").member_epoch == 2

@@ -64,6 +64,9 @@ class ConsumerGroupMember:
     pending_revocation: Mapping = dataclasses.field(default_factory=dict)
     #: a member that joined with JoinGroup (online migration): its session timeout and protocols
     classic_metadata: tuple | None = None
+    #: (topic id, partition) -> the epoch at which the member got it, for assigned partitions
+    #: and those pending revocation (KIP-1251)
+    assignment_epochs: Mapping = dataclasses.field(default_factory=dict)
 
     def replace(self, **changes) -> "ConsumerGroupMember":
         return dataclasses.replace(self, **changes)
@@ -86,7 +89,8 @@ class ConsumerGroupMember:
         return (self.member_epoch == other.member_epoch
                 and self.previous_member_epoch == other.previous_member_epoch
                 and self.state == other.state and self.assigned == other.assigned
-                and self.pending_revocation == other.pending_revocation)
+                and self.pending_revocation == other.pending_revocation
+                and self.assignment_epochs == other.assignment_epochs)
 
 
 def partition_count(assignment: Assignment) -> int:
@@ -100,6 +104,7 @@ class ConsumerGroup:
                  "metadata_hash", "members", "static_members", "target", "partition_epochs",
                  "subscribed_names", "regex_members", "resolved_regexes", "offsets",
                  "pending_offset_commits", "persisted", "pending_members", "regex_version",
+                 "assignment_timestamp",
                  "metadata_version")
 
     group_type = "consumer"
@@ -109,8 +114,9 @@ class ConsumerGroup:
         self.group_id = group_id
         self.state = EMPTY
         self.state_timestamp: int | None = now_ms
-        self.group_epoch = 0
+        self.group_epoch = 1            # Kafka 4.3's ModernGroup: the first member makes it 2
         self.assignment_epoch = 0
+        self.assignment_timestamp = 0   # when the target assignment was last computed
         self.metadata_hash = 0
         self.members: dict[str, ConsumerGroupMember] = {}
         self.static_members: dict[str, str] = {}           # instance id -> member id
@@ -238,8 +244,10 @@ class ConsumerGroup:
 
     # ------------------------------------------------------------------ offsets
     def validate_offset_commit(self, member_id: str, instance_id: str | None, member_epoch: int,
-                               version: int, transactional: bool = False) -> ErrorCode | None:
-        """Kafka's ConsumerGroup.validateOffsetCommit: None when the commit may go ahead."""
+                               version: int, transactional: bool = False):
+        """Kafka's ConsumerGroup.validateOffsetCommit: None when the commit may go ahead, an
+        error for all of it, or a per-partition check (``check(topic_id, partition) -> error
+        or None``) when the member commits with an older epoch."""
         if member_epoch < 0 and not self.members:
             return None  # the admin client or a consumer without group management
         member = self.members.get(member_id)
@@ -247,10 +255,14 @@ class ConsumerGroup:
             return E.UNKNOWN_MEMBER_ID
         if not transactional and member.classic_metadata is None and version < 9:
             return E.UNSUPPORTED_VERSION
-        if member_epoch != member.member_epoch:
-            return E.ILLEGAL_GENERATION if member.classic_metadata is not None \
-                else E.STALE_MEMBER_EPOCH
-        return None
+        if member_epoch == member.member_epoch:
+            return None
+        stale = E.ILLEGAL_GENERATION if member.classic_metadata is not None \
+            else E.STALE_MEMBER_EPOCH
+        if member_epoch > member.member_epoch:
+            return stale
+        # an older epoch: each partition must have been the member's since at most that epoch
+        return _AssignmentEpochCheck(member, member_epoch, stale)
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
         if member_id is None and member_epoch < 0:
@@ -275,3 +287,21 @@ class ConsumerGroup:
     def __repr__(self) -> str:
         return (f"<ConsumerGroup {self.group_id} {self.state.value} epoch={self.group_epoch} "
                 f"assignment_epoch={self.assignment_epoch} members={len(self.members)}>")
+
+
+class _AssignmentEpochCheck:
+    """KIP-1251: a commit with an older member epoch is accepted for a partition the member has
+    held (or is revoking) since that epoch or before."""
+
+    __slots__ = ("member", "epoch", "error")
+
+    def __init__(self, member: ConsumerGroupMember, epoch: int, error: ErrorCode) -> None:
+        self.member = member
+        self.epoch = epoch
+        self.error = error
+
+    def __call__(self, topic_id, partition: int) -> ErrorCode | None:
+        got = self.member.assignment_epochs.get((topic_id, partition))
+        if got is None or self.epoch < got:
+            return self.error
+        return None

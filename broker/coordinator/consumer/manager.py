@@ -197,12 +197,13 @@ class ConsumerGroupManager:
                                     if request.subscribed_topic_regex is not None
                                     else member.subscribed_topic_regex) or None,
             client_id=client_id, client_host=client_host, classic_metadata=None)
-        bump = group.group_epoch == 0
+        bump = False
         if not updated.subscription_equals(member) or member.member_id not in group.members:
             records.append(crec.member_subscription_record(group_id, updated))
             if (updated.subscribed_topic_names != member.subscribed_topic_names
                     or updated.subscribed_topic_regex != member.subscribed_topic_regex):
                 bump = True
+        subscription_changed = bump
         resolved = self._resolve_regexes(group, member, updated, records, now)
         bump = bump or resolved is not None
         group_epoch = group.group_epoch
@@ -224,7 +225,10 @@ class ConsumerGroupManager:
                      member=member_id, partition=self.shard.partition)
 
         # 2. the target assignment
-        if group_epoch > group.assignment_epoch:
+        interval = self.config.group_consumer_assignment_interval_ms
+        if group_epoch > group.assignment_epoch and (
+                not group.assignment_timestamp or not interval
+                or now >= group.assignment_timestamp + interval):
             if metadata is None:
                 metadata = self._topic_metadata(
                     self._subscribed_names(group, member, updated, resolved))
@@ -242,9 +246,16 @@ class ConsumerGroupManager:
 
         # 3. reconciliation
         reconciled = updated
-        if not updated.is_reconciled_to(target_epoch):
+        if subscription_changed or not updated.is_reconciled_to(target_epoch):
+            subscribed = frozenset(
+                found[0] for found in map(self.topics.get,
+                                          group.subscribed_topics_of(updated)
+                                          | set((resolved or {}).get(
+                                              updated.subscribed_topic_regex or "", ())))
+                if found is not None)
             reconciled = reconcile(updated, target_epoch, target, owned,
-                                   group.current_partition_epoch)
+                                   group.current_partition_epoch, subscribed,
+                                   subscription_changed)
         if not reconciled.assignment_equals(member) or member.member_id not in group.members:
             records.append(crec.current_assignment_record(group_id, reconciled))
             if not reconciled.assignment_equals(updated):
@@ -489,8 +500,10 @@ class ConsumerGroupManager:
                 # times out, and a new member id may take its place meanwhile
                 log.info("static member left the consumer group temporarily", group=group_id,
                          member=member_id, group_instance_id=instance_id)
-                leaving = member.replace(member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                                         pending_revocation={})
+                leaving = member.replace(
+                    member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={},
+                    assignment_epochs={k: e for k, e in member.assignment_epochs.items()
+                                       if k[1] in member.assigned.get(k[0], ())})
                 self.timer.cancel(("revocation", group_id, member_id))
                 return ([crec.current_assignment_record(group_id, leaving)],
                         m.ConsumerGroupHeartbeatResponse(
@@ -632,19 +645,24 @@ class ConsumerGroupManager:
                 group.target[key.sub] = crec.assignment_of(v.topic_partitions)
         elif kind == crec.TARGET_ASSIGNMENT_METADATA:
             group.assignment_epoch = v.assignment_epoch if v is not None else 0
+            group.assignment_timestamp = v.assignment_timestamp if v is not None else 0
         elif kind == crec.CURRENT_MEMBER_ASSIGNMENT:
             current = group.members.get(key.sub)
             if v is None:
                 if current is not None:  # its partitions are free from now on
                     group.update_member(current.replace(
                         member_epoch=LEAVE_GROUP_MEMBER_EPOCH, assigned={},
-                        pending_revocation={}))
+                        pending_revocation={}, assignment_epochs={}))
             else:
+                epochs = crec.assignment_epochs_of(v.assigned_partitions, v.member_epoch)
+                epochs.update(crec.assignment_epochs_of(v.partitions_pending_revocation,
+                                                        v.member_epoch))
                 group.update_member((current or ConsumerGroupMember(key.sub)).replace(
                     member_epoch=v.member_epoch, previous_member_epoch=v.previous_member_epoch,
                     state=crec.member_state(v.state),
                     assigned=crec.assignment_of(v.assigned_partitions),
-                    pending_revocation=crec.assignment_of(v.partitions_pending_revocation)))
+                    pending_revocation=crec.assignment_of(v.partitions_pending_revocation),
+                    assignment_epochs=epochs))
         elif kind == crec.REGULAR_EXPRESSION:
             if v is None:
                 group.resolved_regexes.pop(key.sub, None)
@@ -733,36 +751,6 @@ class ConsumerGroupManager:
         return cls(error_code=0, group_id=group_id, group_state=group.state.value,
                    group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
                    assignor_name=group.preferred_assignor(self.config.group_consumer_assignors[0]),
-                   members=members)
-
-    def describe_classic(self, group: ConsumerGroup):
-        """DescribeGroups of a consumer group, as Kafka's ConsumerGroup.asDescribedGroup: the
-        protocol type "consumer", the assignor as the protocol, and each member's subscription
-        and assignment in the classic ConsumerProtocol encoding."""
-        cls = m.DescribeGroupsResponse.DescribedGroup
-        member_cls = m.DescribeGroupsResponse.DescribedGroupMember
-        members = []
-        for member in group.members.values():
-            topics = sorted(group.subscribed_topics_of(member))
-            subscription = m.ConsumerProtocolSubscription(topics=topics, user_data=None,
-                                                          owned_partitions=[])
-            by_topic = {}
-            for topic_id, partitions in member.assigned.items():
-                found = self.topics.by_id(topic_id)
-                if found is not None:
-                    by_topic[found[0]] = sorted(partitions)
-            tp_cls = m.ConsumerProtocolAssignment.TopicPartition
-            assignment = m.ConsumerProtocolAssignment(
-                assigned_partitions=[tp_cls(topic=t, partitions=p)
-                                     for t, p in sorted(by_topic.items())], user_data=None)
-            members.append(member_cls(
-                member_id=member.member_id, group_instance_id=member.instance_id,
-                client_id=member.client_id, client_host=member.client_host,
-                member_metadata=b"\x00\x00" + subscription.encode(0),
-                member_assignment=b"\x00\x00" + assignment.encode(0)))
-        return cls(error_code=0, group_id=group.group_id, group_state=group.state.value,
-                   protocol_type="consumer",
-                   protocol_data=group.preferred_assignor(self.config.group_consumer_assignors[0]),
                    members=members)
 
     def _describe_assignment(self, assignment):

@@ -94,10 +94,28 @@ def _value(record_type: int, **fields) -> bytes:
     return _VALUE_VERSION + _VALUES[record_type](**fields).encode(0)
 
 
-def _topic_partitions(cls, assignment) -> list:
-    return [cls(topic_id=topic_id, partitions=sorted(partitions))
-            for topic_id, partitions in sorted(assignment.items(), key=lambda kv: kv[0].bytes)
-            if partitions]
+def _topic_partitions(cls, assignment, epochs=None) -> list:
+    out = []
+    for topic_id, partitions in sorted(assignment.items(), key=lambda kv: kv[0].bytes):
+        if not partitions:
+            continue
+        ordered = sorted(partitions)
+        tp = cls(topic_id=topic_id, partitions=ordered)
+        if epochs is not None:
+            tp.assignment_epochs = [epochs[(topic_id, p)] for p in ordered]
+        out.append(tp)
+    return out
+
+
+def assignment_epochs_of(topic_partitions, default: int) -> dict:
+    """{(topic_id, partition): epoch} of a stored current assignment (``default`` for records
+    written before Kafka kept them)."""
+    out = {}
+    for tp in topic_partitions or ():
+        epochs = tp.assignment_epochs or ()
+        for i, p in enumerate(tp.partitions):
+            out[(tp.topic_id, p)] = epochs[i] if i < len(epochs) else default
+    return out
 
 
 def assignment_of(topic_partitions) -> dict:
@@ -166,9 +184,19 @@ def current_assignment_record(group_id: str, member: ConsumerGroupMember) -> Rec
     return (_key(CURRENT_MEMBER_ASSIGNMENT, group_id=group_id, member_id=member.member_id),
             _value(CURRENT_MEMBER_ASSIGNMENT, member_epoch=member.member_epoch,
                    previous_member_epoch=member.previous_member_epoch, state=int(member.state),
-                   assigned_partitions=_topic_partitions(cls, member.assigned),
+                   assigned_partitions=_topic_partitions(cls, member.assigned,
+                                                         _epochs(member)),
                    partitions_pending_revocation=_topic_partitions(
-                       cls, member.pending_revocation)))
+                       cls, member.pending_revocation, _epochs(member))))
+
+
+def _epochs(member: ConsumerGroupMember) -> dict:
+    epochs = dict(member.assignment_epochs)
+    for assignment in (member.assigned, member.pending_revocation):
+        for topic_id, partitions in assignment.items():
+            for p in partitions:
+                epochs.setdefault((topic_id, p), member.member_epoch)
+    return epochs
 
 
 def current_assignment_tombstone(group_id: str, member_id: str) -> Record:
