@@ -200,3 +200,121 @@ def test_describe_and_list_groups_agree_with_the_members(broker):
     finally:
         for m in members:
             m.stop()
+
+
+# ---------------------------------------------------------------- the consumer protocol (KIP-848)
+# confluent-kafka members with group.protocol=consumer: the broker assigns and sets the
+# heartbeat interval; a member's session is the broker's group.consumer.session.timeout.ms
+
+def consumer_member(bootstrap: str, topic: str, group: str, name: str, **kw) -> GroupMember:
+    return GroupMember.python("confluent", bootstrap, topic, group, "consumer", client_id=name,
+                              **kw)
+
+
+def test_consumer_protocol_static_member_restarts_without_moving_partitions(broker):
+    topic, group = unique("cp-static-topic"), unique("cp-static")
+    create_topic(broker.bootstrap, topic)
+    a = consumer_member(broker.bootstrap, topic, group, "a", instance_id="inst-a")
+    b = consumer_member(broker.bootstrap, topic, group, "b", instance_id="inst-b")
+    try:
+        wait_until(lambda: covering([a, b]) and a.assignment() and b.assignment(), 40,
+                   message="two static members")
+        before_b = b.assignment()
+        a_events = len(a.snapshot())
+        # close() of a static member leaves with epoch -2: its partitions wait for it
+        assert b.stop() == 0
+        b = consumer_member(broker.bootstrap, topic, group, "b", instance_id="inst-b")
+        wait_until(lambda: b.assignment(), 40, message="the restarted static member")
+        assert b.assignment() == before_b
+        produce(broker.bootstrap, topic, [f"s{i}" for i in range(12)])
+        wait_until(lambda: len(consumed_values([a, b])) >= 12, 30, message="12 records")
+        assert [e for e in a.snapshot()[a_events:] if e["event"] in ("assigned", "revoked")] \
+            == []
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_consumer_protocol_killed_member_is_fenced_after_the_session_timeout():
+    broker = BrokerProcess(overrides={"group.consumer.session.timeout.ms": 6000,
+                                      "group.consumer.min.session.timeout.ms": 6000})
+    broker.start()
+    topic, group = unique("cp-kill-topic"), unique("cp-kill")
+    try:
+        create_topic(broker.bootstrap, topic)
+        survivor = consumer_member(broker.bootstrap, topic, group, "survivor")
+        victim = consumer_member(broker.bootstrap, topic, group, "victim")
+        try:
+            wait_until(lambda: covering([survivor, victim]) and victim.assignment()
+                       and survivor.assignment(), 40, message="two members")
+            victim.stop(signal.SIGKILL)
+            wait_until(lambda: survivor.assignment() == set(range(PARTITIONS)), 30,
+                       message="the survivor owning every partition")
+            assert "member fenced: its session expired" in broker.logs()
+        finally:
+            survivor.stop()
+    finally:
+        broker.stop()
+
+
+def test_consumer_protocol_group_survives_a_broker_restart(tmp_path):
+    """With --data-dir the group's epochs and assignments are replayed: the member goes on at
+    its epoch, resumes at its committed offsets, and nothing is consumed twice."""
+    data_dir = str(tmp_path / "data")
+    first = BrokerProcess(data_dir=data_dir)
+    first.start()
+    topic, group = unique("cp-restart-topic"), unique("cp-restart")
+    second = None
+    member = None
+    try:
+        create_topic(first.bootstrap, topic)
+        member = consumer_member(first.bootstrap, topic, group, "m")
+        wait_until(lambda: member.assignment() == set(range(PARTITIONS)), 40,
+                   message="assignment")
+        produce(first.bootstrap, topic, [f"r{i}" for i in range(30)])
+        wait_until(lambda: len(member.records()) >= 30, 30, message="30 records")
+        wait_until(lambda: member.snapshot()[-1]["event"] == "committed", 10,
+                   message="the commit")
+        assert first.stop() == 0
+        second = BrokerProcess(data_dir=data_dir, port=first.port)
+        second.start()
+        produce(second.bootstrap, topic, [f"after{i}" for i in range(12)])
+        wait_until(lambda: len(member.records()) >= 42, 40, message="records after restart")
+        values = [v for _p, _o, v in member.records()]
+        assert sorted(values) == sorted([f"r{i}" for i in range(30)] +
+                                        [f"after{i}" for i in range(12)])
+        logs = second.logs()
+        assert "fenced" not in logs, logs[-3000:]
+    finally:
+        if member is not None:
+            member.stop()
+        if second is not None:
+            second.stop()
+        first.stop()
+
+
+def test_consumer_protocol_group_as_the_admin_client_sees_it(broker):
+    """confluent-kafka's AdminClient describes the group through ConsumerGroupDescribe."""
+    from confluent_kafka.admin import AdminClient
+    topic, group = unique("cp-describe-topic"), unique("cp-describe")
+    create_topic(broker.bootstrap, topic)
+    members = [consumer_member(broker.bootstrap, topic, group, f"cp-desc-{i}")
+               for i in range(2)]
+    try:
+        wait_until(lambda: covering(members) and all(m.assignment() for m in members), 40,
+                   message="two members")
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        description = admin.describe_consumer_groups([group])[group].result(30)
+        assert description.state.name == "STABLE"
+        assert description.type.name == "CONSUMER"
+        assert sorted(mm.client_id for mm in description.members) == ["cp-desc-0", "cp-desc-1"]
+        for mm in description.members:
+            owner = members[int(mm.client_id.removeprefix("cp-desc-"))]
+            assert sorted(tp.partition for tp in mm.assignment.topic_partitions) == \
+                sorted(owner.assignment())
+        listed = admin.list_consumer_groups().result(30)
+        mine = [g for g in listed.valid if g.group_id == group]
+        assert [g.type.name for g in mine] == ["CONSUMER"]
+    finally:
+        for m in members:
+            m.stop()
