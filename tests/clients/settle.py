@@ -9,6 +9,13 @@ trial:
         --partitions 6 --records 60 --members 3 --start together [--static] [--churn] \\
         [--assignor range] [--trials 3]
 
+``--assignor consumer`` (or ``consumer:uniform``, ``consumer:range``: the broker-side assignor
+named in group.remote.assignor) runs consumer-protocol members (group.protocol=consumer, KIP-848)
+of confluent-kafka or the Java client; they set neither partition.assignment.strategy nor
+session.timeout.ms nor heartbeat.interval.ms, which the broker owns with that protocol. Their
+rebalance callbacks are incremental (only the partitions added or revoked), as with
+cooperative-sticky; the tracker keeps each member's whole assignment from them.
+
 A *host* runs the members of one client library (threads for kafka-python and confluent-kafka,
 tasks on one event loop for aiokafka, threads of one JVM for the Java client, driven over its
 stdin and stdout) and reports what each member sees: its assignment after every change and the
@@ -21,7 +28,13 @@ records it polled. A :class:`Tracker` turns those events into the outcome:
   member when they start one by one, or the leave/join of the churn scenario) to the moment from
   which the group stayed settled for ``--quiet`` seconds;
 - a trial *stalls* when it took at least 90% of the session timeout or did not settle at all:
-  a member waited for the coordinator to expire another one.
+  a member waited for the coordinator to expire another one. With the consumer protocol the
+  session timeout is the broker's group.consumer.session.timeout.ms (45 s on both brokers, the
+  default of ``--session-timeout-ms`` then), so a stall is a phase that did not settle within
+  ``--timeout``;
+- the after-join phase also reports ``subscribe_s``: from the moment the new member subscribed
+  (rather than from the command that creates it) until the group settled: with 3 members, the
+  third member's subscribe() until all three hold disjoint covering assignments.
 
 Each member polls with a 100 ms timeout in a loop, as the applications do that these numbers
 stand for; nothing calls ``topics()`` first.
@@ -42,7 +55,20 @@ import uuid
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JAVA_JAR = os.path.join(ROOT, "tests", "java", "target", "client-scenarios.jar")
 CLIENTS = ("kafka-python", "aiokafka", "confluent-kafka", "java")
+CONSUMER_PROTOCOL_CLIENTS = ("confluent-kafka", "java")
 POLL_S = 0.1
+
+
+def consumer_protocol(assignor: str) -> bool:
+    """Whether ``assignor`` ("consumer", "consumer:uniform", "consumer:range") selects the
+    consumer group protocol (KIP-848) rather than a classic client-side assignor."""
+    return assignor == "consumer" or assignor.startswith("consumer:")
+
+
+def remote_assignor(assignor: str) -> str | None:
+    """The server-side assignor a consumer-protocol ``assignor`` names, None for the broker's
+    default."""
+    return assignor.split(":", 1)[1] or None if ":" in assignor else None
 
 
 # ============================================================================ outcome
@@ -61,9 +87,11 @@ class Tracker:
         self.settled_since: float | None = None
         self.assignments = 0   # assignment changes seen, over all members
         self.assigned_at: dict[int, float] = {}   # each member's last assignment change
+        self.started_at: dict[int, float] = {}    # when each member subscribed
 
     def started(self, member: int) -> None:
         with self.lock:
+            self.started_at[member] = time.monotonic()
             self.live.add(member)
             self.assignment[member] = frozenset()
             self._update()
@@ -84,6 +112,17 @@ class Tracker:
                 self.assigned_at[member] = time.monotonic()
             self.assignment[member] = new
             self._update()
+
+    def gained(self, member: int, partitions) -> None:
+        """An incremental assignment (cooperative-sticky, the consumer protocol): ``partitions``
+        are added to what the member holds."""
+        with self.lock:  # an RLock: assigned() takes it again
+            self.assigned(member, self.assignment.get(member, frozenset()) | set(partitions))
+
+    def revoked(self, member: int, partitions) -> None:
+        """An incremental revocation (or loss): ``partitions`` leave what the member holds."""
+        with self.lock:
+            self.assigned(member, self.assignment.get(member, frozenset()) - set(partitions))
 
     def polled(self, member: int, offsets) -> None:
         with self.lock:
@@ -266,30 +305,35 @@ class ConfluentHost(ThreadHost):
         args = self.args
         conf = {"bootstrap.servers": args.bootstrap, "group.id": group,
                 "client.id": f"settle-{member}", "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "partition.assignment.strategy": args.assignor,
-                "session.timeout.ms": args.session_timeout_ms,
-                "heartbeat.interval.ms": 1000}
+                "auto.offset.reset": "earliest"}
+        if consumer_protocol(args.assignor):
+            # KIP-848: the broker assigns and sets the heartbeat interval and session timeout;
+            # librdkafka refuses the classic settings with this protocol
+            conf["group.protocol"] = "consumer"
+            if remote_assignor(args.assignor):
+                conf["group.remote.assignor"] = remote_assignor(args.assignor)
+        else:
+            conf.update({"partition.assignment.strategy": args.assignor,
+                         "session.timeout.ms": args.session_timeout_ms,
+                         "heartbeat.interval.ms": 1000})
         if instance_id:
             conf["group.instance.id"] = instance_id
         consumer = Consumer(conf)
-        owned: set[int] = set()
-        cooperative = args.assignor == "cooperative-sticky"
+        # the consumer protocol and cooperative-sticky name only the partitions added or taken
+        # away; the eager assignors revoke everything and then name the whole new assignment
+        incremental = consumer_protocol(args.assignor) or args.assignor == "cooperative-sticky"
 
         def on_assign(c, partitions):
-            if cooperative:
-                owned.update(p.partition for p in partitions)
+            if incremental:
+                tracker.gained(member, (p.partition for p in partitions))
             else:
-                owned.clear()
-                owned.update(p.partition for p in partitions)
-            tracker.assigned(member, set(owned))
+                tracker.assigned(member, (p.partition for p in partitions))
 
         def on_revoke(c, partitions):
-            if cooperative:
-                owned.difference_update(p.partition for p in partitions)
+            if incremental:
+                tracker.revoked(member, (p.partition for p in partitions))
             else:
-                owned.clear()
-            tracker.assigned(member, set(owned))
+                tracker.assigned(member, ())
 
         tracker.started(member)
         consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke,
@@ -492,11 +536,17 @@ def run_trial(args, trial: int) -> dict:
     def instance(member: int) -> str | None:
         return f"{group}-{member}" if args.static else None
 
-    def phase(name: str, since: float) -> bool:
+    def phase(name: str, since: float, joined: int | None = None) -> bool:
         settle = tracker.wait_settled(since, args.timeout, args.quiet)
-        phases.append({"phase": name, "settle_s": None if settle is None else round(settle, 3),
-                       "stalled": settle is None or settle >= stall_s,
-                       "assignment_skew_s": tracker.assignment_skew()})
+        result = {"phase": name, "settle_s": None if settle is None else round(settle, 3),
+                  "stalled": settle is None or settle >= stall_s,
+                  "assignment_skew_s": tracker.assignment_skew()}
+        if joined is not None:
+            # from the new member's subscribe(), not from the command that creates it
+            subscribed = tracker.started_at.get(joined)
+            result["subscribe_s"] = (None if settle is None or subscribed is None
+                                     else round(max(0.0, since + settle - subscribed), 3))
+        phases.append(result)
         return settle is not None
 
     started = time.monotonic()
@@ -519,14 +569,16 @@ def run_trial(args, trial: int) -> dict:
             if phase("after-leave", since):
                 since = time.monotonic()
                 host.start(args.members, group, instance(args.members))
-                phase("after-join", since)
+                phase("after-join", since, joined=args.members)
     finally:
         host.close_all()
     if host.errors:
         raise RuntimeError("; ".join(host.errors))
     return {"trial": trial, "client": args.client, "members": args.members,
             "start": args.start, "static": args.static, "churn": args.churn,
-            "assignor": args.assignor, "phases": phases,
+            "assignor": args.assignor,
+            "protocol": "consumer" if consumer_protocol(args.assignor) else "classic",
+            "phases": phases,
             "settle_s": [p["settle_s"] for p in phases],
             "stalled": any(p["stalled"] for p in phases) or (args.churn and len(phases) < 3),
             "assignment_changes": tracker.assignments,
@@ -545,13 +597,25 @@ def parse_args(argv=None):
     parser.add_argument("--static", action="store_true", help="group.instance.id per member")
     parser.add_argument("--churn", action="store_true",
                         help="then member 0 leaves, and then a new member joins")
-    parser.add_argument("--assignor", default="range")
-    parser.add_argument("--session-timeout-ms", type=int, default=10000)
+    parser.add_argument("--assignor", default="range",
+                        help="a classic assignor (range, roundrobin, sticky, "
+                             "cooperative-sticky), or consumer[:uniform|:range] for the "
+                             "consumer protocol (KIP-848) with that broker-side assignor")
+    parser.add_argument("--session-timeout-ms", type=int, default=None,
+                        help="classic: the members' session timeout (default 10000); consumer "
+                             "protocol: the broker's group.consumer.session.timeout.ms, not sent, "
+                             "only the stall threshold (default 45000)")
     parser.add_argument("--timeout", type=float, default=25.0, help="seconds per phase")
     parser.add_argument("--quiet", type=float, default=1.0,
                         help="seconds the group must stay settled")
     parser.add_argument("--trials", type=int, default=1)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if consumer_protocol(args.assignor) and args.client not in CONSUMER_PROTOCOL_CLIENTS:
+        parser.error(f"{args.client} has no consumer group protocol (KIP-848): --assignor "
+                     f"{args.assignor} needs --client {' or '.join(CONSUMER_PROTOCOL_CLIENTS)}")
+    if args.session_timeout_ms is None:
+        args.session_timeout_ms = 45000 if consumer_protocol(args.assignor) else 10000
+    return args
 
 
 def main(argv=None) -> int:

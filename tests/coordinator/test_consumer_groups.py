@@ -149,6 +149,9 @@ def test_unknown_server_assignor_and_bad_regex():
     assert reply.error_message == ("ServerAssignor sticky is not supported. Supported "
                                    "assignors: uniform, range.")
     assert h.heartbeat(topics=None, regex="(unclosed").error == E.INVALID_REGULAR_EXPRESSION
+    # RE2's syntax, as Kafka's RE2J: no lookaround, no backreferences
+    assert h.heartbeat(topics=None, regex="(?=a)b").error == E.INVALID_REGULAR_EXPRESSION
+    assert h.heartbeat(topics=None, regex="(a)\\1").error == E.INVALID_REGULAR_EXPRESSION
 
 
 def test_group_max_size():
@@ -265,6 +268,29 @@ def test_a_topic_created_after_the_subscription_is_assigned():
     h.topics.create("later", 2)
     reply = h.heartbeat(member_id="m1", epoch=2, owned={})
     assert reply.member_epoch == 3 and h.assigned(reply) == {"later": {0, 1}}
+
+
+def test_a_regex_that_would_backtrack_for_ever_is_matched_in_linear_time():
+    h = ConsumerHarness()
+    h.topics.create("a" * 40 + "!", 1)
+    h.topics.create("aaa", 1)
+    reply = h.heartbeat(member_id="m1", topics=None, regex="(a+)+")
+    assert reply.error == E.NONE and h.assigned(reply) == {"aaa": {0}}
+
+
+def test_unsubscribing_from_a_topic_revokes_its_partitions_at_once():
+    h = ConsumerHarness()
+    h.topics.create("t", 2)
+    h.topics.create("u", 2)
+    reply = h.heartbeat(member_id="m1", topics=["t", "u"])
+    assert h.assigned(reply) == {"t": {0, 1}, "u": {0, 1}}
+    reply = h.heartbeat(member_id="m1", epoch=2, topics=["t"],
+                        owned={"t": {0, 1}, "u": {0, 1}})
+    assert h.assigned(reply) == {"t": {0, 1}}
+    assert h.group().members["m1"].state is MemberState.UNREVOKED_PARTITIONS
+    reply = h.heartbeat(member_id="m1", epoch=reply.member_epoch, owned={"t": {0, 1}})
+    assert reply.error == E.NONE
+    assert h.group().members["m1"].state is MemberState.STABLE
 
 
 def test_regex_subscription_follows_topics_as_they_come():

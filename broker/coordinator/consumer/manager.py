@@ -17,8 +17,10 @@ timers (coordinator_timer.py) that fence a member through the same write path.
 from __future__ import annotations
 
 import hashlib
-import re
+from functools import lru_cache
 from typing import TYPE_CHECKING
+
+import re2
 
 import structlog
 
@@ -125,11 +127,13 @@ class ConsumerGroupManager:
         regex = request.subscribed_topic_regex
         if regex:
             try:
-                re.compile(regex)
-            except re.error as exc:
+                _compile(regex)
+            except re2.error as exc:
+                reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) \
+                    else str(exc)
                 raise GroupError(E.INVALID_REGULAR_EXPRESSION,
                                  f"SubscribedTopicRegex `{regex}` is not a valid regular "
-                                 f"expression: {exc}.") from None
+                                 f"expression: {reason}.") from None
 
     def _group_for_heartbeat(self, group_id: str, create: bool, records: list):
         """Kafka's getOrMaybeCreateConsumerGroup. A new group is not in the table yet: the
@@ -359,7 +363,7 @@ class ConsumerGroupManager:
                 continue
             if names is None:
                 names = list(self.topics.names())
-            pattern = re.compile(regex)
+            pattern = _compile(regex)
             topics = frozenset(n for n in names if pattern.fullmatch(n))
             if topics != known:
                 changed[regex] = topics
@@ -784,6 +788,16 @@ def _subscription_type(members) -> str:
     if all(n == len(members) for n in names.values()):
         return HOMOGENEOUS
     return HETEROGENEOUS
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False   # a bad regex is answered, not logged to stderr
+
+
+@lru_cache(maxsize=1024)
+def _compile(regex: str):
+    """The regex as Kafka's RE2J reads it: RE2 syntax, matched against the whole topic name."""
+    return re2.compile(regex, _RE2_OPTIONS)
 
 
 def _is_subset(owned, assigned) -> bool:

@@ -34,19 +34,28 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *           records (partition, offset pairs of one poll) | closed
  * </pre>
  *
- * Each member is a classic-protocol KafkaConsumer polling every 100 ms in its own thread.
+ * Each member is a KafkaConsumer polling every 100 ms in its own thread: a classic-protocol one
+ * with the client-side ASSIGNOR (range, roundrobin, sticky, cooperative-sticky or a class name),
+ * or, for ASSIGNOR "consumer" or "consumer:uniform|range", a consumer-protocol one (KIP-848,
+ * group.remote.assignor uniform or range), which sets no assignment strategy, session timeout or
+ * heartbeat interval: the broker owns them (SESSION_TIMEOUT_MS is then ignored). The rebalance
+ * listener keeps the member's whole assignment from the eager or incremental callbacks alike.
  */
 final class GroupHost {
     private final String bootstrap;
     private final String topic;
     private final String assignor;
+    private final String remoteAssignor;   // consumer protocol: "" for the broker's default
+    private final boolean consumerProtocol;
     private final String sessionTimeoutMs;
     private final Map<Integer, Member> members = new HashMap<>();
 
     private GroupHost(String[] args) {
         bootstrap = args[1];
         topic = args[2];
+        consumerProtocol = args[3].equals("consumer") || args[3].startsWith("consumer:");
         assignor = ClientScenarios.assignorClass(args[3]);
+        remoteAssignor = consumerProtocol && args[3].contains(":") ? args[3].split(":", 2)[1] : "";
         sessionTimeoutMs = args[4];
     }
 
@@ -113,13 +122,22 @@ final class GroupHost {
             Properties props = new Properties();
             props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
             props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
-            props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
-            props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignor);
+            if (consumerProtocol) {
+                // KIP-848: the client refuses the classic assignment, session and heartbeat
+                // settings with this protocol
+                props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+                if (!remoteAssignor.isEmpty()) {
+                    props.put(ConsumerConfig.GROUP_REMOTE_ASSIGNOR_CONFIG, remoteAssignor);
+                }
+            } else {
+                props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+                props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignor);
+                props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, sessionTimeoutMs);
+                props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "1000");
+            }
             props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
             props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
             props.put(ConsumerConfig.CLIENT_ID_CONFIG, "settle-" + id);
-            props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, sessionTimeoutMs);
-            props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "1000");
             if (instanceId != null) {
                 props.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, instanceId);
             }
