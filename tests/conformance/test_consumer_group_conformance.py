@@ -306,3 +306,35 @@ def test_describe_unknown_group(target, connect):
     [gone] = describe(connect(), "no-such-cg-group")
     assert (gone.error_code, gone.error_message) == (E.GROUP_ID_NOT_FOUND,
                                                      "Group no-such-cg-group not found.")
+
+
+def test_list_groups_and_offset_delete_on_a_consumer_group(target, connect, group, topic):
+    from protocol.messages import ListGroupsRequest, OffsetDeleteRequest
+    a = Member(connect("a"), group, topic)
+    b = Member(connect("b"), group, topic)
+    a.heartbeat()
+    b.heartbeat()       # the group is Reconciling until a revokes
+
+    def listed(states=(), types=()):
+        response = a.client.call(ListGroupsRequest(states_filter=list(states),
+                                                   types_filter=list(types)), 5)
+        return [(g.group_state, g.group_type, g.protocol_type) for g in response.groups
+                if g.group_id == group]
+
+    assert listed() == [("Reconciling", "consumer", "consumer")]
+    assert listed(types=["classic"]) == []
+    assert listed(types=["consumer"], states=["reconciling"]) == \
+        [("Reconciling", "consumer", "consumer")]
+    assert listed(states=["stable"]) == []
+    name = topic[0]
+    commit = a.client.call(OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=a.epoch, member_id=a.member_id,
+        topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=name, partitions=[
+            OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0,
+                                                             committed_offset=3)])]), 9)
+    assert commit.topics[0].partitions[0].error_code == E.NONE
+    deleted = a.client.call(OffsetDeleteRequest(group_id=group, topics=[
+        OffsetDeleteRequest.OffsetDeleteRequestTopic(name=name, partitions=[
+            OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=0)])]), 0)
+    assert deleted.error_code == E.NONE
+    assert deleted.topics[0].partitions[0].error_code == E.GROUP_SUBSCRIBED_TO_TOPIC
