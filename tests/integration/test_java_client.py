@@ -336,3 +336,69 @@ def test_java_admin_client(jar, broker):
     assert len(active) == 1, context
     assert active[0]["producer_id"] >= 0 and active[0]["producer_epoch"] == 0, context
     assert active[0]["last_sequence"] == 9, context
+
+
+def test_java_consumer_protocol_static_restart_and_killed_member(jar):
+    """group.protocol=consumer with the Java client: a static member closes (a heartbeat with
+    epoch -2) and comes back with its partitions while the other member sees nothing move; then
+    a SIGKILLed member is fenced after the broker's session timeout and its partitions move."""
+    from tests.support import BrokerProcess
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    broker = BrokerProcess(overrides={"group.consumer.session.timeout.ms": 6000,
+                                      "group.consumer.min.session.timeout.ms": 6000})
+    broker.start()
+    partitions, topic, group = 6, unique("java-cp"), unique("java-cp-static")
+    members: dict[str, GroupMember] = {}
+
+    def start(name: str, instance: str) -> GroupMember:
+        members[name] = GroupMember(jar, name, broker.bootstrap, topic, group,
+                                    "consumer:uniform", ("--static", instance))
+        return members[name]
+
+    def context(what: str) -> str:
+        return f"{what}\n" + "\n".join(m.report() for m in members.values()) + \
+            f"\n--- broker log\n{tail(broker.logs(), 6000)}"
+
+    def wait_for(what: str, condition, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            time.sleep(0.1)
+        pytest.fail(context(f"timed out after {timeout}s waiting for {what}"))
+
+    def owned(name: str) -> list[int]:
+        latest = members[name].latest_assignment()
+        return sorted(latest[1]) if latest else []
+
+    def split() -> bool:
+        a, b = owned("a"), owned("b")
+        return len(a) == 3 and len(b) == 3 and sorted(a + b) == list(range(partitions))
+
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+        admin.close()
+        start("a", "java-a")
+        start("b", "java-b")
+        wait_for("two static members sharing the topic", split)
+        before = owned("b")
+        a_lines = len(members["a"].snapshot())
+        assert members["b"].stop() in (0, 143), context("b did not close")
+        start("b", "java-b")
+        wait_for("b back with its partitions", lambda: owned("b") == before)
+        moved = [line for line in members["a"].snapshot()[a_lines:]
+                 if "assigned" in line and line["assigned"] or "revoked" in line
+                 and line["revoked"]]
+        assert moved == [], context("a saw partitions move while b restarted")
+
+        members["b"].kill()
+        wait_for("a owning every partition after b's session expired",
+                 lambda: owned("a") == list(range(partitions)), timeout=40)
+        assert "member fenced: its session expired" in broker.logs()
+    finally:
+        for m in members.values():
+            m.kill()
+        broker.stop()
