@@ -72,6 +72,7 @@ class CoordinatorConfig:
     group_consumer_max_size: int = 2147483647
     group_consumer_assignors: tuple = ("uniform", "range")
     group_consumer_assignment_interval_ms: int = 0   # the broker's default (broker/config.py)
+    group_coordinator_rebalance_protocols: tuple = ("classic", "consumer")
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -364,6 +365,10 @@ class GroupCoordinator:
         """KIP-848: the member's heartbeat carries its subscription and what it owns; the
         answer carries its epoch and, when it changed, its assignment."""
         group_id = request.group_id or ""
+        if "consumer" not in self.config.group_coordinator_rebalance_protocols:
+            respond(m.ConsumerGroupHeartbeatResponse(
+                error_code=int(E.UNSUPPORTED_VERSION), member_epoch=0))
+            return
         shard = self.shard_for(group_id)
         if shard.loading:
             respond(m.ConsumerGroupHeartbeatResponse(

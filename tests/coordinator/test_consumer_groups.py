@@ -112,6 +112,18 @@ def test_a_member_that_lost_the_response_may_come_back_with_its_previous_epoch()
 
 # ----------------------------------------------------------------------------- errors
 
+def test_v0_member_ids_look_like_kafkas():
+    import uuid
+    from broker.coordinator.consumer.manager import _member_id
+    made = _member_id(uuid.UUID(int=1 << 120))
+    assert len(made) == 22 and "=" not in made and made == "AQAAAAAAAAAAAAAAAAAAAA"
+
+
+def test_the_consumer_protocol_can_be_switched_off():
+    h = harness(**{"group.coordinator.rebalance.protocols": "classic"})
+    assert h.heartbeat(member_id="m1").error == E.UNSUPPORTED_VERSION
+
+
 def test_epochs_ahead_or_unknown_members_are_refused():
     h = harness()
     h.heartbeat(member_id="m1")

@@ -16,7 +16,9 @@ timers (coordinator_timer.py) that fence a member through the same write path.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
+import uuid
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -170,7 +172,7 @@ class ConsumerGroupManager:
                              f"The consumer group has reached its maximum capacity of "
                              f"{self.config.group_consumer_max_size} members.")
         if not member_id:
-            member_id = str(self.shard.new_uuid())  # ConsumerGroupHeartbeat v0: ours to give
+            member_id = _member_id(self.shard.new_uuid())  # v0: the coordinator gives it
         if instance_id is None:
             member = group.members.get(member_id)
             if member is None:
@@ -798,6 +800,13 @@ _RE2_OPTIONS.log_errors = False   # a bad regex is answered, not logged to stder
 def _compile(regex: str):
     """The regex as Kafka's RE2J reads it: RE2 syntax, matched against the whole topic name."""
     return re2.compile(regex, _RE2_OPTIONS)
+
+
+def _member_id(value) -> str:
+    """A new member id as Kafka's Uuid.toString() writes one: URL-safe base64, no padding."""
+    if isinstance(value, uuid.UUID):
+        return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
+    return str(value)
 
 
 def _is_subset(owned, assigned) -> bool:
