@@ -125,8 +125,10 @@ class BrokerStateCollector:
                                     "Members of all groups known to the coordinator.")
         group_members = GaugeMetricFamily("kafka_group_members", "Members of each group.",
                                           labels=["group"])
-        generation = GaugeMetricFamily("kafka_group_generation",
-                                       "Current generation id of each group.", labels=["group"])
+        generation = GaugeMetricFamily(
+            "kafka_group_generation",
+            "Current generation id of each group (a consumer group's group epoch).",
+            labels=["group"])
         rebalances = CounterMetricFamily(
             "kafka_coordinator_rebalances",
             "Rebalances completed with members (each one is a new generation).")
@@ -135,6 +137,10 @@ class BrokerStateCollector:
         expired = CounterMetricFamily(
             "kafka_coordinator_expired_members",
             "Members removed because their session timed out (no heartbeat).")
+        epochs = CounterMetricFamily(
+            "kafka_coordinator_consumer_group_rebalances",
+            "Group epoch bumps of consumer groups (KIP-848): each one is a new target "
+            "assignment.")
         loading = GaugeMetricFamily("kafka_coordinator_shards_loading",
                                     "Coordinator shards (offsets partitions) still loading.")
         if coordinator is not None:
@@ -143,14 +149,16 @@ class BrokerStateCollector:
             members.add_metric([], coordinator.member_count())
             for gid, group in self._groups(coordinator):
                 group_members.add_metric([gid], len(group.members))
-                generation.add_metric([gid], group.generation_id)
+                generation.add_metric([gid], getattr(group, "generation_id", None)
+                                      or getattr(group, "group_epoch", 0))
             rebalances.add_metric([], _value(coordinator, "rebalances_total"))
             stats = getattr(coordinator, "stats", None)
             started.add_metric([], getattr(stats, "rebalances_started_total", 0))
             expired.add_metric([], _value(coordinator, "expired_members_total"))
+            epochs.add_metric([], getattr(stats, "consumer_group_rebalances_total", 0))
             loading.add_metric([], len(coordinator.shards_loading))
         yield from (groups, members, group_members, generation, rebalances, started, expired,
-                    loading)
+                    epochs, loading)
 
     @staticmethod
     def _groups(coordinator):

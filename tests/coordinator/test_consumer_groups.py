@@ -450,3 +450,19 @@ def test_delete_an_empty_consumer_group_with_its_offsets():
     assert h.group() is None
     # and the group starts again from the beginning
     assert h.heartbeat(member_id="m9").member_epoch == 2
+
+
+def test_metrics_describe_consumer_groups():
+    from types import SimpleNamespace
+
+    from broker.metrics import BrokerStateCollector
+    h = harness()
+    h.heartbeat(member_id="m1")
+    h.heartbeat(member_id="m2")
+    broker = SimpleNamespace(coordinator=h.coordinator, topics=None)
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in BrokerStateCollector(broker).collect() for s in family.samples}
+    assert samples[("kafka_group_generation", (("group", "g"),))] == 3
+    assert samples[("kafka_group_members", (("group", "g"),))] == 2
+    assert samples[("kafka_coordinator_groups", (("state", "Reconciling"),))] == 1
+    assert samples[("kafka_coordinator_consumer_group_rebalances_total", ())] == 2
