@@ -122,6 +122,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("group.consumer.max.session.timeout.ms", int, 60000,
             "Largest group.consumer.session.timeout.ms allowed."),
     Setting("group.consumer.max.size", int, 2147483647, "Most members in one consumer group."),
+    Setting("group.consumer.migration.policy", _str, "bidirectional",
+            "Online migration between the classic and consumer protocols: bidirectional, "
+            "upgrade, downgrade or disabled (only the upgrade is done yet)."),
     Setting("group.consumer.assignment.interval.ms", int, 0,
             "Least time between two target assignments of a consumer group (Kafka: 1000, which "
             "batches joins; 0 here: a joining member's partitions are computed at once)."),
@@ -203,6 +206,10 @@ class BrokerConfig:
                 self["group.consumer.session.timeout.ms"]:
             raise ConfigError("group.consumer.heartbeat.interval.ms must be less than "
                               "group.consumer.session.timeout.ms")
+        if self["group.consumer.migration.policy"].lower() not in (
+                "bidirectional", "upgrade", "downgrade", "disabled"):
+            raise ConfigError("group.consumer.migration.policy must be bidirectional, upgrade, "
+                              "downgrade or disabled")
         unknown = set(self["group.coordinator.rebalance.protocols"]) - {"classic", "consumer"}
         if unknown or "classic" not in self["group.coordinator.rebalance.protocols"]:
             raise ConfigError("group.coordinator.rebalance.protocols must include classic and "

@@ -40,6 +40,7 @@ from .group import GroupState
 from .hashing import partition_for
 from .classic.manager import make_join_callback, make_sync_callback
 from .consumer.group import ConsumerGroup
+from .consumer.manager import GroupError
 from .records import append_error
 from .shard import GroupCoordinatorShard, Stats
 
@@ -73,6 +74,7 @@ class CoordinatorConfig:
     group_consumer_assignors: tuple = ("uniform", "range")
     group_consumer_assignment_interval_ms: int = 0   # the broker's default (broker/config.py)
     group_coordinator_rebalance_protocols: tuple = ("classic", "consumer")
+    group_consumer_migration_policy: str = "bidirectional"
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -97,6 +99,8 @@ class CoordinatorConfig:
                     if f.type in (tuple, "tuple"):
                         values[f.name] = tuple(value) if not isinstance(value, str) else \
                             tuple(v.strip() for v in value.split(",") if v.strip())
+                    elif f.type in (str, "str"):
+                        values[f.name] = str(value).lower()
                     else:
                         values[f.name] = int(value)
                     break
@@ -283,10 +287,8 @@ class GroupCoordinator:
         group = shard.groups.get(request.group_id)
         if isinstance(group, ConsumerGroup) and group.state is not GroupState.DEAD:
             if group.members:
-                # classic members joining a running consumer group (online migration) are
-                # not served yet
-                make_join_callback(respond, api_version)(
-                    error=E.INCONSISTENT_GROUP_PROTOCOL, member_id=request.member_id)
+                self._classic_join_to_consumer_group(shard, group, request, api_version,
+                                                     context, respond)
                 return
             shard.consumer.convert_to_classic(group)
         shard.classic.join_group(request, api_version, _client_id(context), _client_host(context),
@@ -309,8 +311,13 @@ class GroupCoordinator:
             # not all expect COORDINATOR_LOAD_IN_PROGRESS from SyncGroup
             make_sync_callback(respond, api_version)(error=E.REBALANCE_IN_PROGRESS)
             return
-        if isinstance(shard.groups.get(request.group_id), ConsumerGroup):
-            make_sync_callback(respond, api_version)(error=E.UNKNOWN_MEMBER_ID)
+        group = shard.groups.get(request.group_id)
+        if isinstance(group, ConsumerGroup):
+            callback = make_sync_callback(respond, api_version)
+            try:
+                callback(**shard.consumer.classic_members.sync(group, request, api_version))
+            except GroupError as exc:
+                callback(error=exc.code)
             return
         shard.classic.sync_group(request, api_version, respond)
 
@@ -324,7 +331,11 @@ class GroupCoordinator:
             if shard.loading:
                 error = E.NONE
             elif isinstance(shard.groups.get(request.group_id), ConsumerGroup):
-                error = E.UNKNOWN_MEMBER_ID
+                try:
+                    error = shard.consumer.classic_members.heartbeat(
+                        shard.groups[request.group_id], request, api_version)
+                except GroupError as exc:
+                    error = exc.code
             else:
                 error = shard.classic.heartbeat(request, api_version)
         respond(m.HeartbeatResponse(error_code=error))
@@ -343,10 +354,21 @@ class GroupCoordinator:
             if shard.loading:
                 top, results = E.COORDINATOR_LOAD_IN_PROGRESS, []
             elif isinstance(shard.groups.get(request.group_id), ConsumerGroup):
-                top, results = E.NONE, [(mid or "", iid, E.UNKNOWN_MEMBER_ID)
-                                        for mid, iid, _ in identities]
+                records, results = shard.consumer.classic_members.leave(
+                    shard.groups[request.group_id], identities)
+                if records:
+                    self._write_then(shard, request.group_id, records,
+                                     lambda error: self._answer_leave(
+                                         respond, api_version, error, results if
+                                         error == E.NONE else []))
+                    return
+                top = E.NONE
             else:
                 top, results = shard.classic.leave_group(request.group_id, identities)
+        self._answer_leave(respond, api_version, top, results)
+
+    @staticmethod
+    def _answer_leave(respond, api_version: int, top, results) -> None:
         if api_version >= 3:
             cls = m.LeaveGroupResponse.MemberResponse
             respond(m.LeaveGroupResponse(
@@ -358,6 +380,36 @@ class GroupCoordinator:
             if error == E.NONE:
                 error = next((err for _, _, err in results if err != E.NONE), E.NONE)
             respond(m.LeaveGroupResponse(error_code=int(error)))
+
+    def _classic_join_to_consumer_group(self, shard, group, request, api_version: int, context,
+                                        respond) -> None:
+        """A classic member joins a consumer group (online migration, consumer/migration.py):
+        answered once its records are stored."""
+        callback = make_join_callback(respond, api_version)
+        try:
+            records, answer = shard.consumer.classic_members.join(
+                group, request, api_version, _client_id(context), _client_host(context))
+        except GroupError as exc:
+            callback(error=exc.code, member_id=request.member_id)
+            return
+        if not records:
+            callback(**answer)
+            return
+        self._write_then(shard, request.group_id, records, lambda error: callback(
+            **answer) if error == E.NONE else callback(error=error,
+                                                      member_id=request.member_id))
+
+    @staticmethod
+    def _write_then(shard, group_id: str, records: list, then) -> None:
+        """Store and apply ``records``, then ``then(error)`` (NONE once stored)."""
+        def stored(exc) -> None:
+            error = append_error(exc)
+            if exc is not None:
+                log.warning("failed to store consumer group records", group=group_id,
+                            error=error.name)
+            then(error)
+
+        shard.write(records, stored)
 
     # ================================================================== ConsumerGroupHeartbeat
     def consumer_group_heartbeat(self, request, api_version: int, context,

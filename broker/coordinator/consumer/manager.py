@@ -36,6 +36,7 @@ from .assignors import (ASSIGNORS, HETEROGENEOUS, HOMOGENEOUS, GroupSpec,
                         MemberSubscription, TopicDescriber)
 from .group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup,
                     ConsumerGroupMember, MemberState)
+from .migration import ClassicMembers
 from .reconciliation import FencedMemberEpoch, reconcile
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ class ConsumerGroupManager:
         self.clock = shard.clock
         self.stats = shard.stats
         self.timer = CoordinatorTimer(shard.timer)
+        self.classic_members = ClassicMembers(self)
 
     @property
     def topics(self):
@@ -147,12 +149,15 @@ class ConsumerGroupManager:
             if not create:
                 raise GroupError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
             return ConsumerGroup(group_id, self.clock())
-        # a classic group: an empty one gives way to the consumer group, keeping its offsets
+        # a classic group: an empty one gives way to the consumer group, keeping its offsets;
+        # a running one is upgraded (migration.py)
         if create and isinstance(group, GroupMetadata) and not group.members \
                 and not group.pending_members:
             if group.persisted:
                 records.append(crec_classic_tombstone(group_id))
             return ConsumerGroup(group_id, self.clock())
+        if create and isinstance(group, GroupMetadata):
+            return self.classic_members.upgrade(group, records)
         raise GroupError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
 
     def _heartbeat(self, request, client_id: str, client_host: str) -> tuple:
@@ -184,10 +189,9 @@ class ConsumerGroupManager:
                          client_id=client_id, protocol="consumer")
             self._check_epoch(member, epoch, owned)
         else:
-            member = self._static_member(group, member_id, epoch, instance_id, owned, create,
-                                         records)
+            member = self.static_member(group, member_id, epoch, instance_id, owned, create,
+                                        records)
 
-        # 1. the member and the group epoch
         updated = member.replace(
             instance_id=instance_id if instance_id is not None else member.instance_id,
             rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
@@ -203,6 +207,28 @@ class ConsumerGroupManager:
                                     if request.subscribed_topic_regex is not None
                                     else member.subscribed_topic_regex) or None,
             client_id=client_id, client_host=client_host, classic_metadata=None)
+        reconciled = self.update_member(group, member, updated, owned, records, now)
+        self._schedule_timeouts(group_id, reconciled, member)
+
+        response = m.ConsumerGroupHeartbeatResponse(
+            error_code=0, member_id=reconciled.member_id, member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms)
+        full = epoch == 0 or (request.rebalance_timeout_ms != -1
+                              and request.subscribed_topic_names is not None
+                              and request.topic_partitions is not None)
+        if full or reconciled.assigned != member.assigned:
+            response.assignment = _response_assignment(reconciled.assigned)
+        return records, response
+
+    def update_member(self, group: ConsumerGroup, member: ConsumerGroupMember,
+                      updated: ConsumerGroupMember, owned, records: list,
+                      now: int) -> ConsumerGroupMember:
+        """Kafka's three steps for a member that became ``updated`` (from a heartbeat, or a
+        JoinGroup of a classic member): its records, the group epoch, the target assignment and
+        its reconciliation. -> the reconciled member (its records are in ``records``)."""
+        group_id = group.group_id
+        member_id = updated.member_id
+        # 1. the member and the group epoch
         bump = False
         if not updated.subscription_equals(member) or member.member_id not in group.members:
             records.append(crec.member_subscription_record(group_id, updated))
@@ -269,17 +295,7 @@ class ConsumerGroupManager:
                          epoch=reconciled.member_epoch, state=reconciled.state.name,
                          assigned=_count(reconciled.assigned),
                          revoking=_count(reconciled.pending_revocation))
-        self._schedule_timeouts(group_id, reconciled, member)
-
-        response = m.ConsumerGroupHeartbeatResponse(
-            error_code=0, member_id=reconciled.member_id, member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms)
-        full = epoch == 0 or (request.rebalance_timeout_ms != -1
-                              and request.subscribed_topic_names is not None
-                              and request.topic_partitions is not None)
-        if full or reconciled.assigned != member.assigned:
-            response.assignment = _response_assignment(reconciled.assigned)
-        return records, response
+        return reconciled
 
     def _check_epoch(self, member: ConsumerGroupMember, epoch: int, owned) -> None:
         """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: a member one epoch behind whose
@@ -296,9 +312,11 @@ class ConsumerGroupManager:
                     f"one known by the group coordinator ({member.member_epoch}). The member "
                     f"must abandon all its partitions and rejoin.")
 
-    def _static_member(self, group: ConsumerGroup, member_id: str, epoch: int,
-                       instance_id: str, owned, create: bool, records: list):
-        """Kafka's getOrMaybeSubscribeStaticConsumerGroupMember."""
+    def static_member(self, group: ConsumerGroup, member_id: str, epoch: int,
+                      instance_id: str, owned, create: bool, records: list,
+                      classic: bool = False):
+        """Kafka's getOrMaybeSubscribeStaticConsumerGroupMember (``classic``: for a JoinGroup,
+        which neither waits for the old instance to leave nor checks epochs)."""
         existing = group.static_member(instance_id)
         if create:
             if existing is None:
@@ -306,7 +324,7 @@ class ConsumerGroupManager:
                 log.info("static member joins the consumer group", group=group.group_id,
                          member=member_id, group_instance_id=instance_id)
                 return member
-            if existing.classic_metadata is None and \
+            if not classic and existing.classic_metadata is None and \
                     existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 raise GroupError(
                     E.UNRELEASED_INSTANCE_ID,
@@ -336,7 +354,8 @@ class ConsumerGroupManager:
             raise GroupError(E.FENCED_INSTANCE_ID,
                              f"Static member {member_id} with instance id {instance_id} was "
                              f"fenced by member {existing.member_id}.")
-        self._check_epoch(existing, epoch, owned)
+        if not classic:
+            self._check_epoch(existing, epoch, owned)
         return existing
 
     # ------------------------------------------------------------------ subscriptions, metadata
@@ -520,33 +539,40 @@ class ConsumerGroupManager:
         return records, m.ConsumerGroupHeartbeatResponse(member_id=member_id,
                                                          member_epoch=epoch)
 
-    def fence_member(self, group: ConsumerGroup, member: ConsumerGroupMember) -> list:
-        """The records that remove a member and bump the group epoch (Kafka's
-        consumerGroupFenceMember); its partitions go to others at their next heartbeats."""
+    def fence_member(self, group: ConsumerGroup, *members: ConsumerGroupMember) -> list:
+        """The records that remove members and bump the group epoch once (Kafka's
+        consumerGroupFenceMembers); their partitions go to others at their next heartbeats."""
         gid = group.group_id
-        records = [crec.current_assignment_tombstone(gid, member.member_id),
-                   crec.target_assignment_tombstone(gid, member.member_id),
-                   crec.member_subscription_tombstone(gid, member.member_id)]
-        regex = member.subscribed_topic_regex
-        if regex and group.regex_members.get(regex, 0) <= 1:
+        leaving = {mm.member_id for mm in members}
+        records = []
+        for member in members:
+            records += [crec.current_assignment_tombstone(gid, member.member_id),
+                        crec.target_assignment_tombstone(gid, member.member_id),
+                        crec.member_subscription_tombstone(gid, member.member_id)]
+        regexes = {}
+        for mid, mm in group.members.items():
+            if mid not in leaving and mm.subscribed_topic_regex:
+                regexes[mm.subscribed_topic_regex] = True
+        for regex in {mm.subscribed_topic_regex for mm in members} - set(regexes) - {None}:
             records.append(crec.regex_tombstone(gid, regex))
         names = set()
         for mid, mm in group.members.items():
-            if mid != member.member_id:
+            if mid not in leaving:
                 names |= group.subscribed_topics_of(mm)
         metadata_hash = _metadata_hash(self._topic_metadata(names))
         records.append(crec.group_epoch_record(gid, group.group_epoch + 1, metadata_hash))
         self.stats.consumer_group_rebalances_total += 1
-        self._cancel_timers(gid, member.member_id)
+        for member_id in leaving:
+            self._cancel_timers(gid, member_id)
         return records
 
     # ------------------------------------------------------------------ timeouts
     def _schedule_timeouts(self, group_id: str, member: ConsumerGroupMember,
                            previous: ConsumerGroupMember) -> None:
         member_id = member.member_id
-        self.timer.schedule(("session", group_id, member_id),
-                            self.config.group_consumer_session_timeout_ms,
-                            lambda: self._on_session_timeout(group_id, member_id))
+        self.schedule_session(group_id, member)
+        if member.classic_metadata:
+            return  # a classic member has join and sync timeouts instead (migration.py)
         key = ("revocation", group_id, member_id)
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             if previous.state is not MemberState.UNREVOKED_PARTITIONS or \
@@ -559,9 +585,18 @@ class ConsumerGroupManager:
         else:
             self.timer.cancel(key)
 
+    def schedule_session(self, group_id: str, member: ConsumerGroupMember) -> None:
+        """The member's session timeout starts again (a classic member's own timeout)."""
+        member_id = member.member_id
+        classic = member.classic_metadata
+        self.timer.schedule(("session", group_id, member_id),
+                            classic[0] if classic else
+                            self.config.group_consumer_session_timeout_ms,
+                            lambda: self._on_session_timeout(group_id, member_id))
+
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
-        self.timer.cancel(("session", group_id, member_id))
-        self.timer.cancel(("revocation", group_id, member_id))
+        for kind in ("session", "revocation", "join", "sync"):
+            self.timer.cancel((kind, group_id, member_id))
 
     def _on_session_timeout(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
@@ -571,9 +606,10 @@ class ConsumerGroupManager:
         if member is None:
             return
         log.info("member fenced: its session expired", group=group_id, member=member_id,
-                 session_timeout_ms=self.config.group_consumer_session_timeout_ms)
+                 session_timeout_ms=(member.classic_metadata[0] if member.classic_metadata
+                                     else self.config.group_consumer_session_timeout_ms))
         self.stats.expired_members_total += 1
-        self._write_fence(group, member)
+        self.write_fence(group, member)
 
     def _on_revocation_timeout(self, group_id: str, member_id: str, epoch: int) -> None:
         group = self.groups.get(group_id)
@@ -586,9 +622,9 @@ class ConsumerGroupManager:
         log.info("member fenced: it did not revoke its partitions within its rebalance timeout",
                  group=group_id, member=member_id, rebalance_timeout_ms=member.rebalance_timeout_ms)
         self.stats.expired_members_total += 1
-        self._write_fence(group, member)
+        self.write_fence(group, member)
 
-    def _write_fence(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+    def write_fence(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         def stored(exc) -> None:
             if exc is not None:
                 log.warning("failed to fence member", group=group.group_id,

@@ -143,8 +143,9 @@ def member_subscription_record(group_id: str, member: ConsumerGroupMember) -> Re
     if member.classic_metadata is not None:
         cls = m.ConsumerGroupMemberMetadataValue.ClassicMemberMetadata
         session_timeout, protocols = member.classic_metadata
+        protocol_cls = m.ConsumerGroupMemberMetadataValue.ClassicProtocol
         classic = cls(session_timeout_ms=session_timeout, supported_protocols=[
-            cls.ClassicProtocol(name=name, metadata=metadata) for name, metadata in protocols])
+            protocol_cls(name=name, metadata=metadata) for name, metadata in protocols])
     return (_key(MEMBER_METADATA, group_id=group_id, member_id=member.member_id),
             _value(MEMBER_METADATA, instance_id=member.instance_id, rack_id=member.rack_id,
                    client_id=member.client_id, client_host=member.client_host,
