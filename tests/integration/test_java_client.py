@@ -402,3 +402,78 @@ def test_java_consumer_protocol_static_restart_and_killed_member(jar):
         for m in members.values():
             m.kill()
         broker.stop()
+
+
+def test_java_classic_group_rolled_to_the_consumer_protocol(broker, jar):
+    """Three classic Java members (range) consume a 6-partition topic and commit after every
+    poll; one by one each is restarted with group.protocol=consumer. The first restart upgrades
+    the running group (online migration); the classic members keep working in it until their
+    turn. Every record is consumed exactly once across the whole roll."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    partitions, topic, group = 6, unique("java-roll"), unique("java-roll")
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics([NewTopic(topic, partitions, 1)])
+    admin.close()
+    members: dict[str, GroupMember] = {}
+    retired: list[GroupMember] = []
+    produced = 0
+
+    def start(name: str, assignor: str) -> None:
+        members[name] = GroupMember(jar, name, broker.bootstrap, topic, group, assignor)
+
+    def context(what: str) -> str:
+        parts = [m.report() for m in retired + list(members.values())]
+        return f"{what}\n" + "\n".join(parts) + f"\n--- broker log\n{tail(broker.logs(), 6000)}"
+
+    def all_records():
+        return [r for m in retired + list(members.values()) for r in m.records()]
+
+    def wait_for(what: str, condition, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            for m in members.values():
+                if m.proc.poll() is not None:
+                    pytest.fail(context(f"{m.name} exited while waiting for {what}"))
+            time.sleep(0.1)
+        pytest.fail(context(f"timed out after {timeout}s waiting for {what}"))
+
+    def covered() -> bool:
+        latest = [m.latest_assignment() for m in members.values()]
+        if any(a is None for a in latest):
+            return False
+        owned = [p for _, a in latest for p in a]
+        return sorted(owned) == list(range(partitions))
+
+    def produce_more(count: int) -> None:
+        nonlocal produced
+        produce(broker.bootstrap, topic, partitions, produced, count)
+        produced += count
+        wait_for(f"records up to {produced}",
+                 lambda: len({(p, o) for p, o, _ in all_records()}) >= partitions * produced)
+
+    try:
+        for name in ("a", "b", "c"):
+            start(name, "range")
+        wait_for("three classic members", covered)
+        produce_more(5)
+        for name in ("a", "b", "c"):
+            leaving = members.pop(name)
+            retired.append(leaving)
+            assert leaving.stop() in (0, 143), context(f"{name} did not stop")
+            start(name, "consumer:uniform")
+            wait_for(f"{name} back with the consumer protocol, everything covered", covered)
+            produce_more(5)
+        assert "classic group converted to a consumer group" in broker.logs()
+        seen: dict[tuple[int, int], int] = {}
+        for p, o, _v in all_records():
+            seen[(p, o)] = seen.get((p, o), 0) + 1
+        duplicates = sorted(k for k, n in seen.items() if n > 1)
+        assert not duplicates, context(f"consumed twice: {duplicates}")
+        assert len(seen) == partitions * produced, context("records missing")
+    finally:
+        for m in retired + list(members.values()):
+            m.kill()
