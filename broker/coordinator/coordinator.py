@@ -407,6 +407,7 @@ class GroupCoordinator:
             if exc is not None:
                 log.warning("failed to store consumer group records", group=group_id,
                             error=error.name)
+                shard.consumer.write_failed(group_id)
             then(error)
 
         shard.write(records, stored)
@@ -437,6 +438,7 @@ class GroupCoordinator:
                 error = append_error(exc)
                 log.warning("failed to store consumer group records", group=group_id,
                             error=error.name)
+                shard.consumer.write_failed(group_id)
                 respond(m.ConsumerGroupHeartbeatResponse(error_code=int(error), member_epoch=0))
                 return
             respond(response)

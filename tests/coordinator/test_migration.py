@@ -218,3 +218,40 @@ def test_upgrade_disabled_by_the_migration_policy():
     reply = h.heartbeat(member_id="c")
     assert reply.error == E.GROUP_ID_NOT_FOUND
     assert "online upgrade is disabled" in reply.error_message
+
+
+def test_the_group_becomes_classic_again_when_its_last_consumer_member_leaves():
+    h = harness()
+    a, b = classic_pair(h)
+    h.heartbeat(member_id="c")
+    for member in (a, b):
+        member.join(owned=set())
+        member.sync()
+    h.heartbeat(member_id="c", epoch=3, owned={})
+    assert isinstance(h.group(), ConsumerGroup)
+    left = h.heartbeat(member_id="c", epoch=-1)
+    assert left.error == E.NONE
+    group = h.group()
+    assert isinstance(group, GroupMetadata)
+    assert group.state.value == "PreparingRebalance" and group.generation_id == 3
+    assert set(group.members) == {a.member_id, b.member_id}
+    # the classic members rejoin and form a classic generation as before the roll
+    assert a.heartbeat() == E.REBALANCE_IN_PROGRESS
+    first = a.join(owned=set())
+    second = b.join(owned=set())
+    h.timer.advance(h.clock.now)
+    assert first.error == second.error == E.NONE
+    assert first.generation_id == second.generation_id == 4
+    a.generation = b.generation = 4
+    leader = a if first.leader == a.member_id else b
+    leader.sync({a.member_id: assignment(t={0, 1, 2}), b.member_id: assignment(t={3, 4, 5})})
+    (b if leader is a else a).sync()
+    assert h.group().state.value == "Stable"
+    # what was written rebuilds the classic group
+    fresh = ConsumerHarness(topics=h.topics)
+    partition = h.coordinator.partition_for("g")
+    fresh.coordinator.begin_loading(partition)
+    fresh.coordinator.load(partition, h.log.records(partition))
+    fresh.coordinator.finish_loading(partition)
+    assert isinstance(fresh.group(), GroupMetadata)
+    assert fresh.group().generation_id == 4 and set(fresh.group().members) == set(group.members)

@@ -404,11 +404,12 @@ def test_java_consumer_protocol_static_restart_and_killed_member(jar):
         broker.stop()
 
 
-def test_java_classic_group_rolled_to_the_consumer_protocol(broker, jar):
+def test_java_classic_group_rolled_to_the_consumer_protocol_and_back(broker, jar):
     """Three classic Java members (range) consume a 6-partition topic and commit after every
     poll; one by one each is restarted with group.protocol=consumer. The first restart upgrades
     the running group (online migration); the classic members keep working in it until their
-    turn. Every record is consumed exactly once across the whole roll."""
+    turn. Then they are rolled back one by one: when the last consumer-protocol member leaves,
+    the group is a classic group again. Every record is consumed exactly once throughout."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
 
@@ -468,6 +469,14 @@ def test_java_classic_group_rolled_to_the_consumer_protocol(broker, jar):
             wait_for(f"{name} back with the consumer protocol, everything covered", covered)
             produce_more(5)
         assert "classic group converted to a consumer group" in broker.logs()
+        for name in ("a", "b", "c"):
+            leaving = members.pop(name)
+            retired.append(leaving)
+            assert leaving.stop() in (0, 143), context(f"{name} did not stop")
+            start(name, "range")
+            wait_for(f"{name} back with the classic protocol, everything covered", covered)
+            produce_more(5)
+        assert "consumer group converted back to a classic group" in broker.logs()
         seen: dict[tuple[int, int], int] = {}
         for p, o, _v in all_records():
             seen[(p, o)] = seen.get((p, o), 0) + 1

@@ -220,9 +220,9 @@ class ClassicGroupManager:
     # ------------------------------------------------------------------ rebalancing
     def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         if group.can_rebalance():
-            self._prepare_rebalance(group, reason)
+            self.prepare_rebalance(group, reason)
 
-    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+    def prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         if group.state is COMPLETING_REBALANCE:
             self._reset_and_propagate_assignment_error(group, E.REBALANCE_IN_PROGRESS)
         self._cancel_sync_expiration(group)
@@ -331,7 +331,7 @@ class ClassicGroupManager:
         group.pending_sync_members.clear()
         log.info("removed members that did not send SyncGroup", group=group.group_id,
                  generation=generation_id, members=missing)
-        self._prepare_rebalance(
+        self.prepare_rebalance(
             group, f"removing {missing} on pending sync request expiration")
 
     def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error) -> None:
@@ -639,7 +639,7 @@ class ClassicGroupManager:
                            f"change of protocol{why}")
         elif state is COMPLETING_REBALANCE:
             # the leader may already be assigning for the old member id: rebalance again
-            self._prepare_rebalance(
+            self.prepare_rebalance(
                 group, f"updating metadata for static member {new_member_id} with instance id "
                        f"{instance_id}{why}")
         elif state is PREPARING_REBALANCE:

@@ -75,6 +75,8 @@ class ConsumerGroupManager:
         self.stats = shard.stats
         self.timer = CoordinatorTimer(shard.timer)
         self.classic_members = ClassicMembers(self)
+        #: group id -> the classic record of a downgrade being written (migration.py)
+        self._downgrading: dict[str, bytes] = {}
 
     @property
     def topics(self):
@@ -341,7 +343,7 @@ class ConsumerGroupManager:
             records.append(crec.target_assignment_record(
                 gid, member_id, group.target.get(existing.member_id, {})))
             records.append(crec.current_assignment_record(gid, member))
-            self._cancel_timers(gid, existing.member_id)
+            self.cancel_timers(gid, existing.member_id)
             log.info("static member rejoins the consumer group", group=gid,
                      group_instance_id=instance_id, member=member_id,
                      replaced=existing.member_id)
@@ -541,9 +543,14 @@ class ConsumerGroupManager:
 
     def fence_member(self, group: ConsumerGroup, *members: ConsumerGroupMember) -> list:
         """The records that remove members and bump the group epoch once (Kafka's
-        consumerGroupFenceMembers); their partitions go to others at their next heartbeats."""
+        consumerGroupFenceMembers); their partitions go to others at their next heartbeats.
+        When only classic members would remain, the group becomes a classic group instead."""
         gid = group.group_id
         leaving = {mm.member_id for mm in members}
+        downgrade = self.classic_members.downgrade(group, leaving)
+        if downgrade is not None:
+            self._downgrading[gid] = downgrade[-1][1]
+            return downgrade
         records = []
         for member in members:
             records += [crec.current_assignment_tombstone(gid, member.member_id),
@@ -563,7 +570,7 @@ class ConsumerGroupManager:
         records.append(crec.group_epoch_record(gid, group.group_epoch + 1, metadata_hash))
         self.stats.consumer_group_rebalances_total += 1
         for member_id in leaving:
-            self._cancel_timers(gid, member_id)
+            self.cancel_timers(gid, member_id)
         return records
 
     # ------------------------------------------------------------------ timeouts
@@ -594,7 +601,7 @@ class ConsumerGroupManager:
                             self.config.group_consumer_session_timeout_ms,
                             lambda: self._on_session_timeout(group_id, member_id))
 
-    def _cancel_timers(self, group_id: str, member_id: str) -> None:
+    def cancel_timers(self, group_id: str, member_id: str) -> None:
         for kind in ("session", "revocation", "join", "sync"):
             self.timer.cancel((kind, group_id, member_id))
 
@@ -624,9 +631,14 @@ class ConsumerGroupManager:
         self.stats.expired_members_total += 1
         self.write_fence(group, member)
 
+    def write_failed(self, group_id: str) -> None:
+        """Records of this group were not stored: forget a downgrade they carried."""
+        self._downgrading.pop(group_id, None)
+
     def write_fence(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         def stored(exc) -> None:
             if exc is not None:
+                self.write_failed(group.group_id)
                 log.warning("failed to fence member", group=group.group_id,
                             member=member.member_id, error=str(exc))
 
@@ -725,7 +737,10 @@ class ConsumerGroupManager:
         else:
             del self.groups[group.group_id]
         for member_id in list(group.members):
-            self._cancel_timers(group.group_id, member_id)
+            self.cancel_timers(group.group_id, member_id)
+        classic_value = self._downgrading.pop(group.group_id, None)
+        if classic_value is not None and not replay:
+            self.classic_members.finish_downgrade(group.group_id, classic_value)
 
     def group_tombstones(self, group: ConsumerGroup) -> list:
         """The records that delete an empty group (Kafka's createGroupTombstoneRecords)."""
@@ -764,7 +779,7 @@ class ConsumerGroupManager:
 
     def unload_group(self, group: ConsumerGroup) -> None:
         for member_id in list(group.members):
-            self._cancel_timers(group.group_id, member_id)
+            self.cancel_timers(group.group_id, member_id)
 
     # ================================================================== ConsumerGroupDescribe
     def describe(self, group_id: str, include_authorized_operations: bool):

@@ -10,8 +10,9 @@ hands out the member's assigned partitions in the ConsumerProtocol encoding; Hea
 REBALANCE_IN_PROGRESS when the member has to rejoin to move on. So a classic group can be rolled
 to the consumer protocol member by member.
 
-Not done: the way back (Kafka converts the group to a classic one when its last
-consumer-protocol member leaves); here the classic members stay in the consumer group.
+The way back (Kafka's convertToClassicGroup): when the last consumer-protocol member leaves
+and only classic members remain, the group becomes a classic group again at its group epoch,
+each member with its target assignment, and a rebalance starts.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ..group import CONSUMER_PROTOCOL_TYPE, GroupMetadata
+from ..group import CONSUMER_PROTOCOL_TYPE, GroupMetadata, MemberMetadata
 from . import records as crec
 from .group import ConsumerGroup, ConsumerGroupMember, MemberState
 
@@ -128,6 +129,53 @@ class ClassicMembers:
             if found is not None and tp.partitions:
                 out[found[0]] = out.get(found[0], frozenset()) | frozenset(tp.partitions)
         return out
+
+    # ================================================================== downgrade
+    def downgrade(self, group: ConsumerGroup, leaving: set) -> list | None:
+        """Kafka's validateOnlineDowngradeWithFencedMembers and convertToClassicGroup: the
+        records that turn the group back into a classic group once ``leaving`` are gone, or
+        None when it stays a consumer group. The shard rebuilds the classic group from them
+        (:meth:`finish_downgrade`)."""
+        from .. import records as rec
+        remaining = [mm for mid, mm in group.members.items() if mid not in leaving]
+        if (not remaining or any(mm.classic_metadata is None for mm in remaining)
+                or self.policy not in ("bidirectional", "downgrade")
+                or len(remaining) > self.config.group_max_size):
+            return None
+        manager = self.manager
+        classic = GroupMetadata(group.group_id, manager.clock())
+        for mm in remaining:
+            session_timeout, protocols = mm.classic_metadata
+            classic.add(MemberMetadata(mm.member_id, mm.instance_id, mm.client_id,
+                                       mm.client_host, mm.rebalance_timeout_ms, session_timeout,
+                                       CONSUMER_PROTOCOL_TYPE, protocols))
+        classic.generation_id = group.group_epoch
+        classic.protocol_type = CONSUMER_PROTOCOL_TYPE
+        classic.protocol_name = classic.select_protocol()
+        assignments = {mm.member_id: self._encode(mm, group.target.get(mm.member_id, {}))
+                       for mm in remaining}
+        records = manager.group_tombstones(group)
+        records.append(rec.group_metadata_record(classic, assignments))
+        for mid in group.members:
+            manager.cancel_timers(group.group_id, mid)
+        log.info("consumer group converted back to a classic group: only classic members "
+                 "remain", group=group.group_id, members=len(remaining),
+                 generation=group.group_epoch)
+        return records
+
+    def finish_downgrade(self, group_id: str, value: bytes) -> None:
+        """After the downgrade's records are stored: the classic group with its members, their
+        heartbeats, and a rebalance (the members learn the classic generation by rejoining)."""
+        from .. import records as rec
+        classic_manager = self.manager.shard.classic
+        classic_manager.replay_group_metadata(group_id, rec.decode_group_metadata_value(value),
+                                              True)
+        group = self.manager.groups.get(group_id)
+        if not isinstance(group, GroupMetadata) or not group.members:
+            return
+        classic_manager.on_loaded(group)
+        classic_manager.prepare_rebalance(
+            group, f"Downgrade group {group_id} from consumer to classic.")
 
     # ================================================================== JoinGroup
     def join(self, group: ConsumerGroup, request, version: int, client_id: str,
@@ -294,19 +342,19 @@ class ClassicMembers:
         manager.stats.expired_members_total += 1
         manager.write_fence(group, member)
 
-    def _encode(self, member: ConsumerGroupMember) -> bytes:
-        """The member's assigned partitions as a ConsumerProtocolAssignment, in the version of
-        its first protocol's subscription (Kafka's prepareAssignment)."""
+    def _encode(self, member: ConsumerGroupMember, partitions=None) -> bytes:
+        """The member's assigned partitions (or ``partitions``) as a ConsumerProtocolAssignment,
+        in the version of its first protocol's subscription (Kafka's prepareAssignment)."""
         metadata = member.classic_metadata[1][0][1]
         version = 0
         if len(metadata) >= 2:
             version = max(0, min(_INT16.unpack_from(metadata)[0], 3))
         tp_cls = m.ConsumerProtocolAssignment.TopicPartition
         by_name = []
-        for topic_id, partitions in member.assigned.items():
+        for topic_id, held in (member.assigned if partitions is None else partitions).items():
             found = self.manager.topics.by_id(topic_id)
             if found is not None:
-                by_name.append(tp_cls(topic=found[0], partitions=sorted(partitions)))
+                by_name.append(tp_cls(topic=found[0], partitions=sorted(held)))
         by_name.sort(key=lambda tp: tp.topic)
         body = m.ConsumerProtocolAssignment(assigned_partitions=by_name, user_data=None)
         return _INT16.pack(version) + body.encode(version)
