@@ -338,3 +338,72 @@ def test_list_groups_and_offset_delete_on_a_consumer_group(target, connect, grou
             OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=0)])]), 0)
     assert deleted.error_code == E.NONE
     assert deleted.topics[0].partitions[0].error_code == E.GROUP_SUBSCRIBED_TO_TOPIC
+
+
+def test_online_upgrade_of_a_classic_group(target, connect, group, topic):
+    """A running classic group (one member, generation 1) gets a ConsumerGroupHeartbeat
+    member: the group becomes a consumer group at the classic generation, the new member moves
+    it on, and the classic member is told to rejoin, rejoins as a follower at the new epoch and
+    gets its share through SyncGroup."""
+    import struct
+
+    from protocol.messages import (HeartbeatRequest, JoinGroupRequest, ListGroupsRequest,
+                                   SyncGroupRequest)
+    from .test_group_conformance import assignment as classic_assignment
+    from .test_group_conformance import subscription as classic_subscription
+
+    name = topic[0]
+    classic = connect("classic")
+    protocols = [JoinGroupRequest.JoinGroupRequestProtocol(
+        name="range", metadata=classic_subscription(name))]
+
+    def join(member_id: str):
+        return classic.call(JoinGroupRequest(
+            group_id=group, session_timeout_ms=30000, rebalance_timeout_ms=30000,
+            member_id=member_id, group_instance_id=None, protocol_type="consumer",
+            protocols=protocols), 9)
+
+    required = join("")
+    assert required.error_code == E.MEMBER_ID_REQUIRED
+    member_id = required.member_id
+    joined = join(member_id)
+    assert (joined.error_code, joined.generation_id) == (E.NONE, 1)
+    synced = classic.call(SyncGroupRequest(
+        group_id=group, generation_id=1, member_id=member_id, protocol_type="consumer",
+        protocol_name="range", assignments=[SyncGroupRequest.SyncGroupRequestAssignment(
+            member_id=member_id, assignment=classic_assignment(name, 0, 1, 2))]), 5)
+    assert synced.error_code == E.NONE
+
+    c = Member(connect("c"), group, topic)
+    first = c.heartbeat()
+    assert (first.error_code, first.member_epoch, c.assigned(first)) == (E.NONE, 2, set())
+    [described] = describe(c.client, group)
+    assert (described.group_epoch, described.assignment_epoch) == (2, 2)
+    assert sorted(m.member_type for m in described.members) == [0, 1]  # classic, consumer
+    listed = classic.call(ListGroupsRequest(states_filter=[], types_filter=[]), 5)
+    assert [(g.group_type, g.protocol_type) for g in listed.groups if g.group_id == group] == \
+        [("consumer", "consumer")]
+
+    def heartbeat(generation):
+        return classic.call(HeartbeatRequest(group_id=group, generation_id=generation,
+                                             member_id=member_id), 4).error_code
+
+    assert heartbeat(1) == E.REBALANCE_IN_PROGRESS
+    assert heartbeat(0) == E.ILLEGAL_GENERATION
+    rejoined = join(member_id)
+    assert (rejoined.error_code, rejoined.generation_id, rejoined.leader,
+            rejoined.protocol_name, list(rejoined.members)) == (E.NONE, 2, "", "range", [])
+    synced = classic.call(SyncGroupRequest(
+        group_id=group, generation_id=2, member_id=member_id, protocol_type="consumer",
+        protocol_name="range", assignments=[]), 5)
+    assert synced.error_code == E.NONE
+    data = synced.assignment
+    version = struct.unpack_from(">h", data)[0]
+    from protocol.messages import ConsumerProtocolAssignment
+    mine = {p for tp in ConsumerProtocolAssignment.decode(data, version, 2,
+                                                          exact=False).assigned_partitions
+            for p in tp.partitions}
+    got = c.heartbeat()
+    assert got.member_epoch == 2
+    assert mine | c.owned == ALL and not mine & c.owned
+    assert heartbeat(2) == E.NONE
