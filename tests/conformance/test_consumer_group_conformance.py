@@ -407,3 +407,28 @@ def test_online_upgrade_of_a_classic_group(target, connect, group, topic):
     assert got.member_epoch == 2
     assert mine | c.owned == ALL and not mine & c.owned
     assert heartbeat(2) == E.NONE
+
+
+def test_regex_subscription(target, connect, group, topic):
+    """A member subscribed with a regex gets the partitions of the topics it matches (Kafka
+    resolves the regex in the background, so the assignment may take a few heartbeats there;
+    kbroker resolves it at once). An invalid RE2 regex is refused."""
+    import time as _time
+    name = topic[0]
+    bad = Member(connect("bad"), unique("cg-bad"), topic).heartbeat(
+        subscribed_topic_names=None, subscribed_topic_regex="(?=x)y")
+    assert bad.error_code == E.INVALID_REGULAR_EXPRESSION
+    a = Member(connect("a"), group, topic)
+    response = a.heartbeat(subscribed_topic_names=None,
+                           subscribed_topic_regex=name.replace("-", ".") + "|no-such-.*")
+    assert response.error_code == E.NONE
+    deadline = _time.monotonic() + 30
+    while a.owned != ALL and _time.monotonic() < deadline:
+        _time.sleep(0.2)
+        response = a.heartbeat()
+        assert response.error_code == E.NONE
+    assert a.owned == ALL
+    [described] = describe(a.client, group)
+    [member] = described.members
+    assert member.subscribed_topic_regex == name.replace("-", ".") + "|no-such-.*"
+    assert [t.topic_name for t in member.assignment.topic_partitions] == [name]
