@@ -103,6 +103,7 @@ class GroupCoordinatorShard:
                         self.apply(key, value)
                     except Exception:
                         log.exception("failed to apply a stored record", partition=self.partition)
+                self.consumer.settle_states()
             on_done(exc)
 
         try:
@@ -145,6 +146,7 @@ class GroupCoordinatorShard:
                 log.warning("skipped unreadable __consumer_offsets record",
                             partition=self.partition, error=str(exc))
             n += 1
+        self.consumer.settle_states()
         self._loaded_records += n
         return n
 

@@ -77,6 +77,10 @@ class ConsumerGroupManager:
         self.classic_members = ClassicMembers(self)
         #: group id -> the classic record of a downgrade being written (migration.py)
         self._downgrading: dict[str, bytes] = {}
+        self._touched: set = set()          # groups whose records were applied, see below
+        #: (topic names, regex) -> the ids of the existing topics they name, at a topics version
+        self._topic_ids: dict = {}
+        self._topic_ids_version = -1
 
     @property
     def topics(self):
@@ -194,6 +198,16 @@ class ConsumerGroupManager:
             member = self.static_member(group, member_id, epoch, instance_id, owned, create,
                                         records)
 
+        if self._steady(group, member, request, client_id, client_host):
+            # the common heartbeat of a member that has nothing to change: no records
+            self.schedule_session(group_id, member)
+            response = m.ConsumerGroupHeartbeatResponse(
+                error_code=0, member_id=member_id, member_epoch=epoch,
+                heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms)
+            if (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
+                    and request.topic_partitions is not None):
+                response.assignment = _response_assignment(member.assigned)
+            return [], response
         updated = member.replace(
             instance_id=instance_id if instance_id is not None else member.instance_id,
             rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
@@ -299,6 +313,29 @@ class ConsumerGroupManager:
                          revoking=_count(reconciled.pending_revocation))
         return reconciled
 
+    def _steady(self, group: ConsumerGroup, member: ConsumerGroupMember, request,
+                client_id: str, client_host: str) -> bool:
+        """Whether the heartbeat changes nothing: the member is stable at the group's epoch,
+        the target and the topics are current, and every field it sent is what it had. The
+        full path would then write no record and answer the same."""
+        epoch = request.member_epoch
+        if (epoch <= 0 or epoch != member.member_epoch or member.state is not MemberState.STABLE
+                or group.members.get(member.member_id) is not member
+                or group.group_epoch != epoch or group.assignment_epoch != epoch
+                or member.classic_metadata is not None
+                or group.metadata_version != self.topics.version()
+                or member.client_id != client_id or member.client_host != client_host):
+            return False
+        if group.regex_members and group.regex_version != self.topics.version():
+            return False
+        names = request.subscribed_topic_names
+        return ((names is None or frozenset(names) == member.subscribed_topic_names)
+                and request.subscribed_topic_regex in (None, member.subscribed_topic_regex)
+                and request.rebalance_timeout_ms in (-1, member.rebalance_timeout_ms)
+                and request.server_assignor in (None, member.server_assignor)
+                and request.instance_id in (None, member.instance_id)
+                and request.rack_id in (None, member.rack_id))
+
     def _check_epoch(self, member: ConsumerGroupMember, epoch: int, owned) -> None:
         """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: a member one epoch behind whose
         owned partitions are part of its assignment only lost the response that moved it on."""
@@ -391,6 +428,8 @@ class ConsumerGroupManager:
             if topics != known:
                 changed[regex] = topics
                 records.append(crec.regex_record(group.group_id, regex, topics, version, now))
+        if not changed and names is not None:
+            group.regex_version = version  # a cache: every regex still matches the same topics
         return changed or None
 
     def _subscribed_names(self, group: ConsumerGroup, member, updated, resolved) -> set:
@@ -427,12 +466,19 @@ class ConsumerGroupManager:
 
     def _member_topic_ids(self, group: ConsumerGroup, member, metadata_by_name: dict,
                           resolved) -> frozenset:
-        names = set(member.subscribed_topic_names)
         regex = member.subscribed_topic_regex
+        matched = ()
         if regex:
             topics = (resolved or {}).get(regex)
-            names.update(topics if topics is not None else group.resolved_regexes.get(regex, ()))
-        return frozenset(metadata_by_name[n] for n in names if n in metadata_by_name)
+            matched = topics if topics is not None else group.resolved_regexes.get(regex, ())
+        key = (member.subscribed_topic_names, frozenset(matched))
+        ids = self._topic_ids.get(key)
+        if ids is None:
+            names = set(member.subscribed_topic_names).union(matched)
+            ids = frozenset(metadata_by_name[n] for n in names if n in metadata_by_name)
+            if len(self._topic_ids) < 4096:
+                self._topic_ids[key] = ids
+        return ids
 
     # ------------------------------------------------------------------ target assignment
     def _compute_target(self, group: ConsumerGroup, member, updated, metadata: dict, resolved,
@@ -441,6 +487,10 @@ class ConsumerGroupManager:
         replaced by ``updated``, or removed when ``updated`` is None) and write a record for
         each member whose target changed, then the new assignment epoch."""
         by_name = {name: topic_id for topic_id, (name, _n) in metadata.items()}
+        version = self.topics.version()
+        if version != self._topic_ids_version:   # the cache below holds for one version
+            self._topic_ids.clear()
+            self._topic_ids_version = version
         members = {}
         for mid, mm in group.members.items():
             if mid == member.member_id:
@@ -596,10 +646,10 @@ class ConsumerGroupManager:
         """The member's session timeout starts again (a classic member's own timeout)."""
         member_id = member.member_id
         classic = member.classic_metadata
-        self.timer.schedule(("session", group_id, member_id),
-                            classic[0] if classic else
-                            self.config.group_consumer_session_timeout_ms,
-                            lambda: self._on_session_timeout(group_id, member_id))
+        self.timer.extend(("session", group_id, member_id),
+                          classic[0] if classic else
+                          self.config.group_consumer_session_timeout_ms,
+                          lambda: self._on_session_timeout(group_id, member_id))
 
     def cancel_timers(self, group_id: str, member_id: str) -> None:
         for kind in ("session", "revocation", "join", "sync"):
@@ -723,7 +773,15 @@ class ConsumerGroupManager:
             else:
                 group.resolved_regexes[key.sub] = frozenset(v.topics)
                 group.regex_version = v.version
-        group.update_state(self.clock())
+        self._touched.add(group)
+
+    def settle_states(self) -> None:
+        """Once a batch of records is applied: the state of each group they touched (Kafka's
+        maybeUpdateGroupState), computed once per batch rather than once per record."""
+        now = self.clock()
+        for group in self._touched:
+            group.update_state(now)
+        self._touched.clear()
 
     def _remove_group(self, group: ConsumerGroup, replay: bool) -> None:
         """The group epoch's tombstone: the group is deleted (its offsets were tombstoned
