@@ -16,6 +16,14 @@ Pieces:
   the leader assigning one partition per member; retries on the errors clients retry on.
 * ``form_groups``: many groups at once; ``IdleHeartbeats``: every member heartbeats at its
   normal interval; ``heartbeat_flood``: Heartbeats as fast as the pipeline allows.
+* KIP-848 consumer groups: ``ConsumerMember`` and ``consumer_member_loop`` (a member that joins
+  with ConsumerGroupHeartbeat epoch 0 and then heartbeats as the Java client does: at once to
+  acknowledge a changed assignment, else every heartbeat_interval_ms the broker gives);
+  ``form_consumer_groups`` (many groups at once, until each holds a disjoint covering assignment
+  at one epoch), ``describe_consumer_group`` (checks that with ConsumerGroupDescribe),
+  ``leave_consumer_groups``; ``IdleHeartbeats`` and ``heartbeat_flood`` take a
+  ``request_for(member)`` to send ConsumerGroupHeartbeat instead of Heartbeat.
+* ``create_topic``: CreateTopics, then Metadata until every partition has a leader.
 
 Every wait has a deadline.
 """
@@ -28,6 +36,7 @@ import random
 import struct
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -36,7 +45,8 @@ if str(ROOT) not in sys.path:
 
 from protocol.framing import encode_request  # noqa: E402
 from protocol.messages import (  # noqa: E402
-    APIS, ApiVersionsRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+    APIS, ApiVersionsRequest, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest,
+    CreateTopicsRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, MetadataRequest,
     SyncGroupRequest, SyncGroupResponse)
 
 NONE = 0
@@ -48,12 +58,25 @@ COORDINATOR_NOT_AVAILABLE = 15
 COORDINATOR_LOAD_IN_PROGRESS = 14
 MEMBER_ID_REQUIRED = 79
 INVALID_REQUEST = 42
+FENCED_MEMBER_EPOCH = 110
+TOPIC_ALREADY_EXISTS = 36
+REQUEST_TIMED_OUT = 7
 RETRIABLE = {REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, NOT_COORDINATOR,
              COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS}
+# ConsumerGroupHeartbeat errors a consumer retries after a backoff (the others it rejoins on, or
+# fails with)
+CONSUMER_RETRIABLE = {NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
+                      REQUEST_TIMED_OUT}
 
 API_JOIN_GROUP, API_HEARTBEAT, API_LEAVE_GROUP, API_SYNC_GROUP, API_VERSIONS = 11, 12, 13, 14, 18
+API_METADATA, API_CREATE_TOPICS = 3, 19
+API_CONSUMER_GROUP_HEARTBEAT, API_CONSUMER_GROUP_DESCRIBE = 68, 69
 # Versions we would like to speak; lowered to what the broker advertises.
 WANTED = {API_JOIN_GROUP: 9, API_SYNC_GROUP: 5, API_HEARTBEAT: 4, API_LEAVE_GROUP: 5}
+# The same for APIs a broker may lack (then left out of negotiate()'s answer): KIP-848 consumer
+# groups and what their workload needs (a topic to assign).
+OPTIONAL = {API_CONSUMER_GROUP_HEARTBEAT: 1, API_CONSUMER_GROUP_DESCRIBE: 1,
+            API_CREATE_TOPICS: 7, API_METADATA: 12}
 
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">ihh")  # size, api key, api version: the bytes before the correlation id
@@ -202,20 +225,27 @@ class Connection:
 
     # ----------------------------------------------------------------------- heartbeat flood
 
-    def flood_prepare(self, members: list["Member"], version: int) -> None:
-        """Pre-encode one Heartbeat per member; only the correlation id changes per send."""
+    def flood_prepare(self, members: list, version: int, request_for=None) -> None:
+        """Pre-encode one heartbeat per member (a classic Heartbeat, or what
+        ``request_for(member)`` returns); only the correlation id changes per send. The answer's
+        error code must follow its throttle time (Heartbeat v1+, ConsumerGroupHeartbeat)."""
+        if request_for is None:
+            def request_for(m):
+                return HeartbeatRequest(group_id=m.group_id, generation_id=m.generation,
+                                        member_id=m.member_id)
         frames = []
+        api_key = API_HEARTBEAT
         for m in members:
-            full = encode_request(API_HEARTBEAT, version, 0, self.client_id,
-                                  HeartbeatRequest(group_id=m.group_id,
-                                                   generation_id=m.generation,
-                                                   member_id=m.member_id))
+            request = request_for(m)
+            api_key = type(request).api_key
+            full = encode_request(api_key, version, 0, self.client_id, request)
             frames.append((full[:8], full[12:]))
         self.flood_frames = frames
         self.flood_index = 0
-        api = APIS[API_HEARTBEAT]
+        api = APIS[api_key]
         header = 4 if api.response_header_version(version) == 0 else 5
-        self.flood_error_offset = header + (4 if version >= 1 else 0)
+        throttle = 4 if version >= 1 or api_key != API_HEARTBEAT else 0
+        self.flood_error_offset = header + throttle
 
     def flood_start(self, window: int) -> None:
         self.flood_on = True
@@ -290,12 +320,16 @@ async def negotiate(host: str, port: int, caps: dict[int, int] | None = None) ->
         raise BrokerError(f"ApiVersions error {resp.error_code}")
     ranges = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
     versions = {}
-    for key, wanted in WANTED.items():
+    for key, wanted in list(WANTED.items()) + list(OPTIONAL.items()):
         if key not in ranges:
+            if key in OPTIONAL:
+                continue
             raise BrokerError(f"broker does not advertise api key {key}")
         low, high = ranges[key]
         version = min(wanted, high, APIS[key].max_version, (caps or {}).get(key, wanted))
-        if version < low:
+        if version < max(low, APIS[key].min_version):
+            if key in OPTIONAL:
+                continue
             raise BrokerError(f"no common version of api key {key}: broker {low}-{high}")
         versions[key] = version
     return versions
@@ -543,6 +577,322 @@ async def _join_then_sync(member: Member, versions: dict[int, int], stats: JoinS
             raise BrokerError(f"SyncGroup error {sresp.error_code}")
 
 
+# ------------------------------------------------------------------ KIP-848 consumer groups
+
+_CGH_TP = ConsumerGroupHeartbeatRequest.TopicPartitions
+
+
+@dataclass(eq=False)
+class ConsumerMember:
+    """One simulated KIP-848 consumer: a client-generated member id (ConsumerGroupHeartbeat
+    v1; v0 takes the broker's), its member epoch and the partitions it owns, as its last answer
+    left them ({topic_id: frozenset of partitions})."""
+    conn: Connection
+    group_id: str
+    index: int
+    topic: str
+    member_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    epoch: int = 0
+    owned: dict = field(default_factory=dict)
+    heartbeats: int = 0
+    acks: int = 0
+    joins: int = 0
+    interval_ms: int = 0
+
+
+def consumer_join_request(member: ConsumerMember,
+                          rebalance_timeout_ms: int) -> ConsumerGroupHeartbeatRequest:
+    """The first heartbeat (epoch 0): everything the Java client sends when it (re)joins."""
+    return ConsumerGroupHeartbeatRequest(
+        group_id=member.group_id, member_id=member.member_id, member_epoch=0, instance_id=None,
+        rack_id=None, rebalance_timeout_ms=rebalance_timeout_ms,
+        subscribed_topic_names=[member.topic], subscribed_topic_regex=None,
+        server_assignor=None, topic_partitions=[])
+
+
+def consumer_heartbeat_request(member: ConsumerMember,
+                               owned: dict | None = None) -> ConsumerGroupHeartbeatRequest:
+    """A later heartbeat: the member epoch, and the owned partitions only when they changed
+    since the last heartbeat (``owned``; None otherwise), as the Java client sends it."""
+    tps = None
+    if owned is not None:
+        tps = [_CGH_TP(topic_id=t, partitions=sorted(p))
+               for t, p in sorted(owned.items(), key=lambda kv: kv[0].bytes) if p]
+    return ConsumerGroupHeartbeatRequest(
+        group_id=member.group_id, member_id=member.member_id, member_epoch=member.epoch,
+        instance_id=None, rack_id=None, rebalance_timeout_ms=-1, subscribed_topic_names=None,
+        subscribed_topic_regex=None, server_assignor=None, topic_partitions=tps)
+
+
+def consumer_leave_request(member: ConsumerMember) -> ConsumerGroupHeartbeatRequest:
+    return ConsumerGroupHeartbeatRequest(
+        group_id=member.group_id, member_id=member.member_id, member_epoch=-1,
+        instance_id=None, rack_id=None, rebalance_timeout_ms=-1, subscribed_topic_names=None,
+        subscribed_topic_regex=None, server_assignor=None, topic_partitions=None)
+
+
+@dataclass
+class ConsumerJoinStats:
+    """Times (time.perf_counter) across one formation of one or many consumer groups."""
+    first_sent: float = 0.0        # the first member's first heartbeat
+    last_first_sent: float = 0.0   # the last member's first heartbeat
+    last_first_answer: float = 0.0  # when the last member had the answer to its first one
+    completed_at: float = 0.0      # when the last group became complete
+    heartbeats: int = 0            # requests of every kind
+    acks: int = 0                  # heartbeats sent at once to acknowledge a new assignment
+    rejoins: int = 0               # epoch-0 heartbeats after a fence
+    max_interval_ms: int = 0       # heartbeat_interval_ms the broker gave
+    complete_groups: set = field(default_factory=set)
+    epochs: dict = field(default_factory=dict)   # group -> epoch it completed at
+    errors: dict = field(default_factory=dict)
+
+    def note_error(self, code: int) -> None:
+        key = f"heartbeat:{code}"
+        self.errors[key] = self.errors.get(key, 0) + 1
+
+
+def _partitions(owned: dict):
+    for t, ps in owned.items():
+        for p in ps:
+            yield (t, p)
+
+
+class ConsumerProgress:
+    """One consumer group's members as their last answers left them. The group is complete
+    (stable) once every member is at one epoch and their partitions are disjoint and cover the
+    topic; counted incrementally, so a check costs O(1) per answer."""
+
+    def __init__(self, size: int, partitions: int) -> None:
+        self.size = size
+        self.partitions = partitions
+        self.state: dict[int, tuple[int, dict]] = {}   # member index -> (epoch, owned)
+        self.at_epoch: dict[int, int] = {}              # epoch -> members at it
+        self.owners: dict[tuple, int] = {}              # (topic id, partition) -> holders
+        self.overlaps = 0                               # partitions with two holders or more
+        self.done = asyncio.Event()
+        self.completed_at = 0.0
+        self.epoch = -1
+
+    def update(self, member: ConsumerMember, now: float) -> None:
+        old = self.state.get(member.index)
+        if old is not None:
+            epoch, owned = old
+            self.at_epoch[epoch] -= 1
+            if owned is not member.owned:
+                for key in _partitions(owned):
+                    n = self.owners[key] - 1
+                    if n == 1:
+                        self.overlaps -= 1
+                    if n:
+                        self.owners[key] = n
+                    else:
+                        del self.owners[key]
+        self.state[member.index] = (member.epoch, member.owned)
+        self.at_epoch[member.epoch] = self.at_epoch.get(member.epoch, 0) + 1
+        if old is None or old[1] is not member.owned:
+            for key in _partitions(member.owned):
+                n = self.owners.get(key, 0) + 1
+                if n == 2:
+                    self.overlaps += 1
+                self.owners[key] = n
+        if (not self.done.is_set() and member.epoch > 0
+                and self.at_epoch[member.epoch] == self.size
+                and len(self.owners) == self.partitions and not self.overlaps):
+            self.completed_at = now
+            self.epoch = member.epoch
+            self.done.set()
+
+
+async def consumer_member_loop(member: ConsumerMember, version: int, progress: ConsumerProgress,
+                               stats: ConsumerJoinStats, deadline: float,
+                               rebalance_timeout_ms: int) -> None:
+    """Join with epoch 0, then heartbeat as the Java client does until the group is complete:
+    at once after an answer that changed the assignment (acknowledging it: the owned
+    partitions, which are the new assignment since this client revokes and takes partitions
+    instantly), else heartbeat_interval_ms after the previous heartbeat was sent; one request
+    in flight. FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID: give up everything and rejoin (epoch
+    0, same member id). Raises asyncio.TimeoutError past `deadline` (time.perf_counter)."""
+    conn = member.conn
+    request = consumer_join_request(member, rebalance_timeout_ms)
+    first = True
+    answered = False
+    member.joins += 1
+    while True:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            raise asyncio.TimeoutError(f"consumer {member.index} of {member.group_id} "
+                                       f"not stable")
+        # stamped before the write: on a small machine the broker, woken by it, can run before
+        # the write returns
+        sent = time.perf_counter()
+        fut = conn.call_nowait(request, version)
+        if first:
+            first = False
+            if not stats.first_sent:
+                stats.first_sent = sent
+            stats.last_first_sent = max(stats.last_first_sent, sent)
+        stats.heartbeats += 1
+        member.heartbeats += 1
+        resp = await asyncio.wait_for(fut, left)
+        now = time.perf_counter()
+        if not answered:
+            answered = True
+            stats.last_first_answer = max(stats.last_first_answer, now)
+        code = resp.error_code
+        if code != NONE:
+            stats.note_error(code)
+            if code in (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID):
+                member.epoch = 0
+                member.owned = {}
+                progress.update(member, now)
+                request = consumer_join_request(member, rebalance_timeout_ms)
+                stats.rejoins += 1
+                member.joins += 1
+                continue
+            if code in CONSUMER_RETRIABLE:
+                await asyncio.sleep(0.05)
+                continue
+            raise BrokerError(f"ConsumerGroupHeartbeat error {code}: {resp.error_message}")
+        if resp.member_id and not member.member_id:
+            member.member_id = resp.member_id   # v0: the broker names the member
+        member.epoch = resp.member_epoch
+        member.interval_ms = resp.heartbeat_interval_ms
+        if resp.heartbeat_interval_ms > stats.max_interval_ms:
+            stats.max_interval_ms = resp.heartbeat_interval_ms
+        changed = False
+        if resp.assignment is not None:
+            new = {tp.topic_id: frozenset(tp.partitions)
+                   for tp in resp.assignment.topic_partitions if tp.partitions}
+            if new != member.owned:
+                member.owned = new
+                changed = True
+        progress.update(member, now)
+        if progress.done.is_set():
+            return
+        if changed:
+            request = consumer_heartbeat_request(member, member.owned)
+            stats.acks += 1
+            member.acks += 1
+            continue
+        request = consumer_heartbeat_request(member)
+        wait = sent + member.interval_ms / 1000 - now
+        if wait > 0:
+            try:
+                await asyncio.wait_for(progress.done.wait(),
+                                       max(0.001, min(wait, deadline - now)))
+                return
+            except asyncio.TimeoutError:
+                pass
+
+
+async def form_consumer_groups(members: list[ConsumerMember], version: int, partitions: int,
+                               timeout: float, rebalance_timeout_ms: int,
+                               partial_ok: bool = False) -> ConsumerJoinStats:
+    """Every member sends its first ConsumerGroupHeartbeat at once, then heartbeats as a client
+    does until its group is complete (every member at one epoch, holding a disjoint share that
+    covers the `partitions` of the topic). Returns the timing stats (raises on timeout, unless
+    `partial_ok`: then complete_groups says which groups formed)."""
+    stats = ConsumerJoinStats()
+    deadline = time.perf_counter() + timeout
+    progress: dict[str, ConsumerProgress] = {}
+    for m in members:
+        if m.group_id not in progress:
+            progress[m.group_id] = ConsumerProgress(0, partitions)
+        progress[m.group_id].size += 1
+    tasks = [asyncio.ensure_future(consumer_member_loop(m, version, progress[m.group_id], stats,
+                                                        deadline, rebalance_timeout_ms))
+             for m in members]
+    try:
+        await asyncio.gather(*tasks)
+    except asyncio.TimeoutError:
+        if not partial_ok:
+            raise
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    stats.complete_groups = {g for g, p in progress.items() if p.done.is_set()}
+    stats.epochs = {g: p.epoch for g, p in progress.items() if p.done.is_set()}
+    stats.completed_at = max(p.completed_at for p in progress.values())
+    return stats
+
+
+async def describe_consumer_group(conn: Connection, version: int, group_id: str, size: int,
+                                  partitions: int) -> dict:
+    """ConsumerGroupDescribe, and whether it shows the group complete: `size` members, every
+    member epoch equal to the group epoch and the assignment epoch, their assignments disjoint
+    and covering the `partitions`."""
+    resp = await conn.call(ConsumerGroupDescribeRequest(group_ids=[group_id],
+                                                        include_authorized_operations=False),
+                           version, timeout=30)
+    g = resp.groups[0]
+    out = {"error_code": g.error_code, "state": g.group_state, "group_epoch": g.group_epoch,
+           "assignment_epoch": g.assignment_epoch, "members": len(g.members),
+           "assignor": g.assignor_name}
+    problems = []
+    if g.error_code:
+        problems.append(f"error {g.error_code}: {g.error_message}")
+    if len(g.members) != size:
+        problems.append(f"{len(g.members)} members, not {size}")
+    epochs = sorted({mm.member_epoch for mm in g.members})
+    if epochs != [g.group_epoch] or g.assignment_epoch != g.group_epoch:
+        problems.append(f"member epochs {epochs[:5]}, group epoch {g.group_epoch}, "
+                        f"assignment epoch {g.assignment_epoch}")
+    held: list = []
+    for mm in g.members:
+        for tp in (mm.assignment.topic_partitions if mm.assignment else []):
+            held += [(tp.topic_id, p) for p in tp.partitions]
+    if len(held) != len(set(held)) or len(set(held)) != partitions:
+        problems.append(f"{len(set(held))} of {partitions} partitions held, "
+                        f"{len(held) - len(set(held))} twice")
+    out["stable"] = not problems
+    if problems:
+        out["problems"] = problems
+    return out
+
+
+async def leave_consumer_groups(members: list[ConsumerMember], version: int,
+                                timeout: float = 30.0) -> int:
+    """ConsumerGroupHeartbeat with epoch -1 for every member; returns answers with errors."""
+    futs = [m.conn.call_nowait(consumer_leave_request(m), version)
+            for m in members if m.conn.closed_error is None and m.epoch > 0]
+    if not futs:
+        return 0
+    done = await asyncio.wait_for(asyncio.gather(*futs, return_exceptions=True), timeout)
+    return sum(1 for r in done if isinstance(r, BaseException) or r.error_code)
+
+
+async def create_topic(host: str, port: int, versions: dict[int, int], name: str,
+                       partitions: int, timeout: float = 30.0) -> None:
+    """CreateTopics (an existing topic is fine), then Metadata until every partition has a
+    leader (Kafka's broker learns of a new topic from its controller a moment later)."""
+    conn = await Connection(host, port, "bench-admin").open()
+    try:
+        resp = await conn.call(CreateTopicsRequest(
+            topics=[CreateTopicsRequest.CreatableTopic(name=name, num_partitions=partitions,
+                                                       replication_factor=1, assignments=[],
+                                                       configs=[])],
+            timeout_ms=int(timeout * 1000)), versions[API_CREATE_TOPICS], timeout=timeout)
+        code = resp.topics[0].error_code
+        if code not in (NONE, TOPIC_ALREADY_EXISTS):
+            raise BrokerError(f"CreateTopics {name}: error {code} {resp.topics[0].error_message}")
+        deadline = time.perf_counter() + timeout
+        while True:
+            meta = await conn.call(MetadataRequest(
+                topics=[MetadataRequest.MetadataRequestTopic(name=name)],
+                allow_auto_topic_creation=False), versions[API_METADATA], timeout=timeout)
+            t = meta.topics[0]
+            if (t.error_code == NONE and len(t.partitions) == partitions
+                    and all(p.leader_id >= 0 for p in t.partitions)):
+                return
+            if time.perf_counter() > deadline:
+                raise BrokerError(f"topic {name} has no leader for every partition after "
+                                  f"{timeout} s: {t}")
+            await asyncio.sleep(0.1)
+    finally:
+        await conn.close()
+
+
 async def open_connections(host: str, port: int, count: int, prefix: str) -> list[Connection]:
     conns = []
     for start in range(0, count, 50):  # a few at a time: do not flood the accept queue
@@ -634,10 +984,13 @@ class IdleHeartbeats:
     """Each member heartbeats once per `interval`, spread evenly over the interval, the way a
     fleet of idle consumers does. Runs until stop()."""
 
-    def __init__(self, members: list[Member], versions: dict[int, int], interval: float,
-                 tick: float = 0.05) -> None:
+    def __init__(self, members: list, versions: dict[int, int], interval: float,
+                 tick: float = 0.05, request_for=None) -> None:
+        """``request_for(member)``: the request to send (default: a classic Heartbeat)."""
         self.members = members
-        self.version = versions[API_HEARTBEAT]
+        self.request_for = request_for
+        self.version = versions[API_HEARTBEAT if request_for is None
+                                else API_CONSUMER_GROUP_HEARTBEAT]
         self.interval = interval
         self.tick = tick
         self.ok = 0
@@ -672,9 +1025,10 @@ class IdleHeartbeats:
             for m in self.members[lo:hi]:
                 if m.conn.closed_error is not None:
                     continue
-                fut = m.conn.call_nowait(HeartbeatRequest(
-                    group_id=m.group_id, generation_id=m.generation, member_id=m.member_id),
-                    self.version)
+                request = (HeartbeatRequest(group_id=m.group_id, generation_id=m.generation,
+                                            member_id=m.member_id)
+                           if self.request_for is None else self.request_for(m))
+                fut = m.conn.call_nowait(request, self.version)
                 self.outstanding.add(fut)
                 fut.add_done_callback(self._done)
             tick += 1
@@ -691,19 +1045,21 @@ class IdleHeartbeats:
             await asyncio.wait(list(self.outstanding), timeout=drain)
 
 
-async def heartbeat_flood(conns: list[Connection], members: list[Member],
+async def heartbeat_flood(conns: list[Connection], members: list,
                           versions: dict[int, int], seconds: float, window: int,
-                          sample: float = 1.0, broker_pid: int | None = None) -> dict:
+                          sample: float = 1.0, broker_pid: int | None = None,
+                          request_for=None) -> dict:
     """Keep `window` Heartbeats in flight on every connection for `seconds`; count successful
     answers per second. Returns per-second samples, totals, error codes and the CPU use of the
-    broker process (`broker_pid`) and of this process over the same seconds."""
-    version = versions[API_HEARTBEAT]
-    by_conn: dict[int, list[Member]] = {}
+    broker process (`broker_pid`) and of this process over the same seconds. With
+    ``request_for(member)`` (a ConsumerGroupHeartbeat, say) that is what is sent instead."""
+    version = versions[API_HEARTBEAT if request_for is None else API_CONSUMER_GROUP_HEARTBEAT]
+    by_conn: dict[int, list] = {}
     for m in members:
         by_conn.setdefault(id(m.conn), []).append(m)
     active = [c for c in conns if id(c) in by_conn and c.closed_error is None]
     for c in active:
-        c.flood_prepare(by_conn[id(c)], version)
+        c.flood_prepare(by_conn[id(c)], version, request_for)
         c.flood_ok = 0
         c.flood_errors = {}
     cpu0 = cpu_seconds(broker_pid) if broker_pid else None
@@ -711,9 +1067,11 @@ async def heartbeat_flood(conns: list[Connection], members: list[Member],
     t0 = time.perf_counter()
     for c in active:
         c.flood_start(window)
-    samples = []
+    samples: list = []
+    cpu_samples: list = []  # the broker's CPU %, per sample
     last_ok = 0
     last_t = t0
+    last_cpu = cpu0
     end = t0 + seconds
     while True:
         now = time.perf_counter()
@@ -721,9 +1079,16 @@ async def heartbeat_flood(conns: list[Connection], members: list[Member],
             break
         await asyncio.sleep(min(sample, end - now))
         now = time.perf_counter()
+        if now - last_t < sample / 4 and now < end:
+            continue  # the event loop's timer woke us early: no sample of a sliver of time
+        if now - last_t < sample / 4:
+            break     # the last sliver before the end: no sample of it either
         ok = sum(c.flood_ok for c in active)
         samples.append(round((ok - last_ok) / (now - last_t)))
-        last_ok, last_t = ok, now
+        cpu = cpu_seconds(broker_pid) if broker_pid else None
+        if cpu is not None and last_cpu is not None:
+            cpu_samples.append(round(100 * (cpu - last_cpu) / (now - last_t)))
+        last_ok, last_t, last_cpu = ok, now, cpu
     for c in active:
         c.flood_on = False
     elapsed = time.perf_counter() - t0
@@ -746,6 +1111,7 @@ async def heartbeat_flood(conns: list[Connection], members: list[Member],
         "ok_per_second": round(total_ok / elapsed),
         "answered_per_second": round((total_ok + total_errors) / elapsed),  # errors included
         "per_second_samples": samples,
+        "broker_cpu_percent_samples": cpu_samples,
         "errors": {str(k): v for k, v in sorted(errors.items())},
         "connections": len(active),
         "window_per_connection": window,
