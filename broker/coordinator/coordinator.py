@@ -39,8 +39,7 @@ from ..purgatory import DelayedOperationPurgatory, Timer
 from .group import GroupState
 from .hashing import partition_for
 from .classic.manager import make_join_callback, make_sync_callback
-from .consumer.group import ConsumerGroup
-from .consumer.manager import GroupError
+from .consumer.group import ConsumerGroup, GroupError
 from .records import append_error
 from .shard import GroupCoordinatorShard, Stats
 

@@ -179,7 +179,8 @@ class GroupCoordinatorShard:
 
     def maybe_drop_transient_group(self, group: GroupMetadata) -> None:
         """A group that exists only because a join started it and that holds nothing."""
-        if (group.state is EMPTY and not isinstance(group, ConsumerGroup) and not group.members and not group.pending_members
+        if (group.state is EMPTY and not isinstance(group, ConsumerGroup)
+                and not group.members and not group.pending_members
                 and not group.has_offsets() and not group.persisted
                 and self.groups.get(group.group_id) is group):
             del self.groups[group.group_id]

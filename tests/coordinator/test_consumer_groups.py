@@ -114,8 +114,8 @@ def test_a_member_that_lost_the_response_may_come_back_with_its_previous_epoch()
 
 def test_v0_member_ids_look_like_kafkas():
     import uuid
-    from broker.coordinator.consumer.manager import _member_id
-    made = _member_id(uuid.UUID(int=1 << 120))
+    from broker.coordinator.consumer.group import new_member_id
+    made = new_member_id(uuid.UUID(int=1 << 120))
     assert len(made) == 22 and "=" not in made and made == "AQAAAAAAAAAAAAAAAAAAAA"
 
 

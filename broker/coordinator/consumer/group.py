@@ -12,8 +12,10 @@ keeps them: a topic deleted and re-created under the same name is a different to
 """
 from __future__ import annotations
 
+import base64
 import dataclasses
 import enum
+import hashlib
 import uuid
 from typing import Mapping
 
@@ -91,10 +93,6 @@ class ConsumerGroupMember:
                 and self.state == other.state and self.assigned == other.assigned
                 and self.pending_revocation == other.pending_revocation
                 and self.assignment_epochs == other.assignment_epochs)
-
-
-def partition_count(assignment: Assignment) -> int:
-    return sum(len(p) for p in assignment.values())
 
 
 class ConsumerGroup:
@@ -305,3 +303,32 @@ class _AssignmentEpochCheck:
         if got is None or self.epoch < got:
             return self.error
         return None
+
+
+class GroupError(Exception):
+    """An error the heartbeat answers with: Kafka's ApiException with its message."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def new_member_id(value) -> str:
+    """A new member id as Kafka's Uuid.toString() writes one: URL-safe base64, no padding."""
+    if isinstance(value, uuid.UUID):
+        return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
+    return str(value)
+
+
+def metadata_hash(metadata: dict) -> int:
+    """A 64-bit hash of the subscribed topics' ids, names and partition counts (what Kafka 4.1+
+    keeps as the group's MetadataHash): a change means a new target assignment."""
+    if not metadata:
+        return 0
+    digest = hashlib.blake2b(digest_size=8)
+    for topic_id, (name, partitions) in sorted(metadata.items(), key=lambda kv: kv[1][0]):
+        digest.update(topic_id.bytes)
+        digest.update(name.encode())
+        digest.update(partitions.to_bytes(4, "big", signed=True))
+    return int.from_bytes(digest.digest(), "big", signed=True)

@@ -16,9 +16,6 @@ timers (coordinator_timer.py) that fence a member through the same write path.
 """
 from __future__ import annotations
 
-import base64
-import hashlib
-import uuid
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -29,13 +26,15 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
+from .. import records as rec
 from ..coordinator_timer import CoordinatorTimer
 from ..group import DEAD, GroupMetadata
 from . import records as crec
 from .assignors import (ASSIGNORS, HETEROGENEOUS, HOMOGENEOUS, GroupSpec,
                         MemberSubscription, TopicDescriber)
 from .group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup,
-                    ConsumerGroupMember, MemberState)
+                    ConsumerGroupMember, GroupError, MemberState, metadata_hash,
+                    new_member_id)
 from .migration import ClassicMembers
 from .reconciliation import FencedMemberEpoch, reconcile
 
@@ -45,15 +44,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("broker.coordinator")
 
 E = ErrorCode
-
-
-class GroupError(Exception):
-    """An error the heartbeat answers with: Kafka's ApiException with its message."""
-
-    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def _invalid(message: str) -> GroupError:
@@ -160,7 +150,7 @@ class ConsumerGroupManager:
         if create and isinstance(group, GroupMetadata) and not group.members \
                 and not group.pending_members:
             if group.persisted:
-                records.append(crec_classic_tombstone(group_id))
+                records.append(rec.group_metadata_tombstone(group_id))
             return ConsumerGroup(group_id, self.clock())
         if create and isinstance(group, GroupMetadata):
             return self.classic_members.upgrade(group, records)
@@ -183,7 +173,7 @@ class ConsumerGroupManager:
                              f"The consumer group has reached its maximum capacity of "
                              f"{self.config.group_consumer_max_size} members.")
         if not member_id:
-            member_id = _member_id(self.shard.new_uuid())  # v0: the coordinator gives it
+            member_id = new_member_id(self.shard.new_uuid())  # v0: the coordinator gives it
         if instance_id is None:
             member = group.members.get(member_id)
             if member is None:
@@ -260,14 +250,14 @@ class ConsumerGroupManager:
         if bump or group.metadata_version != topics_version:
             subscribed = self._subscribed_names(group, member, updated, resolved)
             metadata = self._topic_metadata(subscribed)
-            metadata_hash = _metadata_hash(metadata)
-            if metadata_hash != group.metadata_hash:
+            new_hash = metadata_hash(metadata)
+            if new_hash != group.metadata_hash:
                 bump = True
             elif not bump:
                 group.metadata_version = topics_version  # a cache: unchanged until replay
         if bump:
             group_epoch += 1
-            records.append(crec.group_epoch_record(group_id, group_epoch, metadata_hash))
+            records.append(crec.group_epoch_record(group_id, group_epoch, new_hash))
             self.stats.consumer_group_rebalances_total += 1
             log.info("group epoch bumped", group=group_id, epoch=group_epoch,
                      member=member_id, partition=self.shard.partition)
@@ -616,8 +606,8 @@ class ConsumerGroupManager:
         for mid, mm in group.members.items():
             if mid not in leaving:
                 names |= group.subscribed_topics_of(mm)
-        metadata_hash = _metadata_hash(self._topic_metadata(names))
-        records.append(crec.group_epoch_record(gid, group.group_epoch + 1, metadata_hash))
+        new_hash = metadata_hash(self._topic_metadata(names))
+        records.append(crec.group_epoch_record(gid, group.group_epoch + 1, new_hash))
         self.stats.consumer_group_rebalances_total += 1
         for member_id in leaving:
             self.cancel_timers(gid, member_id)
@@ -879,11 +869,6 @@ class ConsumerGroupManager:
         return cls(topic_partitions=out)
 
 
-def crec_classic_tombstone(group_id: str):
-    from .. import records as rec
-    return rec.group_metadata_tombstone(group_id)
-
-
 def _subscription_type(members) -> str:
     """Kafka's ModernGroup.subscriptionType, from what members name (not what exists):
     homogeneous when every member subscribes to the same topic names, or all to one regex."""
@@ -911,13 +896,6 @@ def _compile(regex: str):
     return re2.compile(regex, _RE2_OPTIONS)
 
 
-def _member_id(value) -> str:
-    """A new member id as Kafka's Uuid.toString() writes one: URL-safe base64, no padding."""
-    if isinstance(value, uuid.UUID):
-        return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
-    return str(value)
-
-
 def _is_subset(owned, assigned) -> bool:
     if owned is None:
         return False
@@ -938,17 +916,3 @@ def _response_assignment(assignment):
     return cls(topic_partitions=[
         tp_cls(topic_id=topic_id, partitions=sorted(partitions))
         for topic_id, partitions in sorted(assignment.items(), key=lambda kv: kv[0].bytes)])
-
-
-def _metadata_hash(metadata: dict) -> int:
-    """A 64-bit hash of the subscribed topics' ids, names and partition counts (what Kafka 4.1+
-    keeps as the group's MetadataHash): a change means a new target assignment."""
-    if not metadata:
-        return 0
-    digest = hashlib.blake2b(digest_size=8)
-    for topic_id, (name, partitions) in sorted(metadata.items(), key=lambda kv: kv[1][0]):
-        digest.update(topic_id.bytes)
-        digest.update(name.encode())
-        digest.update(partitions.to_bytes(4, "big", signed=True))
-    return int.from_bytes(digest.digest(), "big", signed=True)
-

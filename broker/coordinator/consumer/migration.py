@@ -24,9 +24,11 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
+from .. import records as rec
 from ..group import CONSUMER_PROTOCOL_TYPE, GroupMetadata, MemberMetadata
 from . import records as crec
-from .group import ConsumerGroup, ConsumerGroupMember, MemberState
+from .group import (ConsumerGroup, ConsumerGroupMember, GroupError, MemberState,
+                    metadata_hash, new_member_id)
 
 if TYPE_CHECKING:
     from .manager import ConsumerGroupManager
@@ -52,7 +54,6 @@ class ClassicMembers:
     def upgrade(self, classic: GroupMetadata, records: list) -> ConsumerGroup:
         """Kafka's validateOnlineUpgrade and convertToConsumerGroup: the consumer group the
         classic one becomes, and the records that make it so (``records``)."""
-        from .manager import GroupError, _metadata_hash
         gid = classic.group_id
         if self.policy not in ("bidirectional", "upgrade"):
             raise GroupError(E.GROUP_ID_NOT_FOUND,
@@ -91,12 +92,11 @@ class ClassicMembers:
             raise GroupError(E.GROUP_ID_NOT_FOUND,
                              f"Cannot upgrade classic group {gid} to consumer group because "
                              f"{exc}.") from None
-        group.metadata_hash = _metadata_hash(
+        group.metadata_hash = metadata_hash(
             manager._topic_metadata(group.subscribed_topic_names()))
         # the classic rebalance in progress is over: whoever waits rejoins
         manager.shard.classic.unload_group(classic, E.REBALANCE_IN_PROGRESS)
         if classic.persisted:
-            from .. import records as rec
             records.append(rec.group_metadata_tombstone(gid))
         members = list(group.members.values())
         records.extend(crec.member_subscription_record(gid, mm) for mm in members)
@@ -136,7 +136,6 @@ class ClassicMembers:
         records that turn the group back into a classic group once ``leaving`` are gone, or
         None when it stays a consumer group. The shard rebuilds the classic group from them
         (:meth:`finish_downgrade`)."""
-        from .. import records as rec
         remaining = [mm for mid, mm in group.members.items() if mid not in leaving]
         if (not remaining or any(mm.classic_metadata is None for mm in remaining)
                 or self.policy not in ("bidirectional", "downgrade")
@@ -166,7 +165,6 @@ class ClassicMembers:
     def finish_downgrade(self, group_id: str, value: bytes) -> None:
         """After the downgrade's records are stored: the classic group with its members, their
         heartbeats, and a rebalance (the members learn the classic generation by rejoining)."""
-        from .. import records as rec
         classic_manager = self.manager.shard.classic
         classic_manager.replay_group_metadata(group_id, rec.decode_group_metadata_value(value),
                                               True)
@@ -182,7 +180,6 @@ class ClassicMembers:
              client_host: str) -> tuple:
         """Kafka's classicGroupJoinToConsumerGroup -> (records, answer kwargs for the JoinGroup
         callback). The answer goes out once the records are stored."""
-        from .manager import GroupError, _member_id
         manager = self.manager
         gid = group.group_id
         if self.policy == "disabled":
@@ -193,7 +190,7 @@ class ClassicMembers:
         member_id = request.member_id or ""
         unknown = member_id == ""
         if unknown:
-            member_id = _member_id(manager.shard.new_uuid())
+            member_id = new_member_id(manager.shard.new_uuid())
         if (len(group.members) >= self.config.group_consumer_max_size
                 and member_id not in group.members):
             raise GroupError(E.GROUP_MAX_SIZE_REACHED)
@@ -254,7 +251,6 @@ class ClassicMembers:
     # ================================================================== SyncGroup, Heartbeat
     def _classic_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
                         generation: int) -> ConsumerGroupMember:
-        from .manager import GroupError
         if instance_id is None:
             member = group.members.get(member_id)
             if member is None:
@@ -273,7 +269,6 @@ class ClassicMembers:
 
     def sync(self, group: ConsumerGroup, request, version: int) -> dict:
         """Kafka's classicGroupSyncToConsumerGroup -> the SyncGroup callback's kwargs."""
-        from .manager import GroupError
         gid = group.group_id
         member = self._classic_member(group, request.member_id,
                                       request.group_instance_id if version >= 3 else None,
@@ -292,7 +287,6 @@ class ClassicMembers:
                     protocol_name=request.protocol_name, assignment=self._encode(member))
 
     def _throw_if_rebalancing(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
-        from .manager import GroupError
         if group.assignment_epoch > member.member_epoch and \
                 member.state is not MemberState.UNREVOKED_PARTITIONS:
             self._schedule_join_timeout(group.group_id, member)
