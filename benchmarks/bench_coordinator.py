@@ -1060,6 +1060,9 @@ def main() -> int:
     parser.add_argument("--protocol", default="classic,consumer",
                         help="comma-separated: classic (JoinGroup/SyncGroup/Heartbeat), "
                              "consumer (KIP-848 ConsumerGroupHeartbeat)")
+    parser.add_argument("--assignment-interval-ms", type=int, default=0,
+                        help="group.consumer.assignment.interval.ms on every target (default 0: "
+                             "a new target at every epoch, this broker's default)")
     parser.add_argument("--out", default=str(HERE / "results" / "coordinator.json"))
     parser.add_argument("--quick", action="store_true",
                         help="smaller: 1k members, 3 s flood, fewer repeats")
@@ -1070,6 +1073,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.serve_mock:
         return serve_mock()
+    for settings in CONSUMER_SETTINGS.values():
+        settings["group.consumer.assignment.interval.ms"] = args.assignment_interval_ms
     args.protocols = [p.strip() for p in args.protocol.split(",") if p.strip()]
     unknown = set(args.protocols) - {"classic", "consumer"}
     if unknown:

@@ -659,8 +659,10 @@ def _partitions(owned: dict):
 
 class ConsumerProgress:
     """One consumer group's members as their last answers left them. The group is complete
-    (stable) once every member is at one epoch and their partitions are disjoint and cover the
-    topic; counted incrementally, so a check costs O(1) per answer."""
+    (stable) once every member is at one epoch, holds partitions (there are at least as many
+    as members) and their partitions are disjoint and cover the topic; counted incrementally,
+    so a check costs O(1) per answer. (Holding partitions matters when the broker defers a
+    target assignment: until then the first member holds everything at the old epoch.)"""
 
     def __init__(self, size: int, partitions: int) -> None:
         self.size = size
@@ -669,6 +671,7 @@ class ConsumerProgress:
         self.at_epoch: dict[int, int] = {}              # epoch -> members at it
         self.owners: dict[tuple, int] = {}              # (topic id, partition) -> holders
         self.overlaps = 0                               # partitions with two holders or more
+        self.holding = 0                                # members that hold partitions
         self.done = asyncio.Event()
         self.completed_at = 0.0
         self.epoch = -1
@@ -678,6 +681,8 @@ class ConsumerProgress:
         if old is not None:
             epoch, owned = old
             self.at_epoch[epoch] -= 1
+            if owned:
+                self.holding -= 1
             if owned is not member.owned:
                 for key in _partitions(owned):
                     n = self.owners[key] - 1
@@ -689,6 +694,8 @@ class ConsumerProgress:
                         del self.owners[key]
         self.state[member.index] = (member.epoch, member.owned)
         self.at_epoch[member.epoch] = self.at_epoch.get(member.epoch, 0) + 1
+        if member.owned:
+            self.holding += 1
         if old is None or old[1] is not member.owned:
             for key in _partitions(member.owned):
                 n = self.owners.get(key, 0) + 1
@@ -697,6 +704,7 @@ class ConsumerProgress:
                 self.owners[key] = n
         if (not self.done.is_set() and member.epoch > 0
                 and self.at_epoch[member.epoch] == self.size
+                and self.holding == min(self.size, self.partitions)
                 and len(self.owners) == self.partitions and not self.overlaps):
             self.completed_at = now
             self.epoch = member.epoch

@@ -126,8 +126,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "Online migration between the classic and consumer protocols: bidirectional, "
             "upgrade, downgrade or disabled (only the upgrade is done yet)."),
     Setting("group.consumer.assignment.interval.ms", int, 0,
-            "Least time between two target assignments of a consumer group (Kafka: 1000, which "
-            "batches joins; 0 here: a joining member's partitions are computed at once)."),
+            "Least time between two target assignments of a consumer group (Kafka: 1000; 0 "
+            "here: a joining member's partitions are computed at once; a few ms batch the "
+            "joins of groups of hundreds, see README)."),
     Setting("group.consumer.min.assignment.interval.ms", int, 0,
             "Smallest group.consumer.assignment.interval.ms allowed."),
     Setting("group.consumer.max.assignment.interval.ms", int, 15000,

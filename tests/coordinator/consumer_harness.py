@@ -67,7 +67,9 @@ class ConsumerHarness:
         self.log = log or FakeLog()
         self.topics = topics or FakeTopics()
         self._uuid = 0
-        self.coordinator = GroupCoordinator(config or {}, self.clock, self.timer,
+        # a new target at every change unless a test sets an interval (it has tests of its own)
+        config = {"group.consumer.assignment.interval.ms": 0, **(config or {})}
+        self.coordinator = GroupCoordinator(config, self.clock, self.timer,
                                             self.log.persist, new_uuid=self._new_uuid,
                                             topics=self.topics)
 

@@ -466,3 +466,28 @@ def test_metrics_describe_consumer_groups():
     assert samples[("kafka_group_members", (("group", "g"),))] == 2
     assert samples[("kafka_coordinator_groups", (("state", "Reconciling"),))] == 1
     assert samples[("kafka_coordinator_consumer_group_rebalances_total", ())] == 2
+
+
+def test_joins_within_the_assignment_interval_share_one_target_assignment():
+    """group.consumer.assignment.interval.ms: a join right after a target was computed waits
+    for the interval (Kafka's canComputeNextTargetAssignment); the timer then computes one
+    target for every join of the burst."""
+    h = harness(**{"group.consumer.assignment.interval.ms": 10})
+    h.clock.now = 1000
+    first = h.heartbeat(member_id="m1")
+    assert first.member_epoch == 2 and h.assigned(first) == {"t": ALL}
+    h.clock.now = 1003
+    second = h.heartbeat(member_id="m2")
+    h.clock.now = 1005
+    third = h.heartbeat(member_id="m3")
+    group = h.group()
+    # the group epoch moved on twice, the target waits: the new members are at the old epoch
+    assert (group.group_epoch, group.assignment_epoch) == (4, 2)
+    assert second.member_epoch == third.member_epoch == 2
+    assert h.assigned(second) == h.assigned(third) == {}
+    writes = h.log.writes
+    h.advance(5)                          # t = 1010: one target for epoch 4
+    assert group.assignment_epoch == 4 and h.log.writes == writes + 1
+    assert sorted(len(set().union(*t.values())) for t in group.target.values()) == [2, 2, 2]
+    revoke = h.heartbeat(member_id="m1", epoch=2, owned={"t": ALL})
+    assert len(h.assigned(revoke)["t"]) == 2

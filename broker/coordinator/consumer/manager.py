@@ -275,6 +275,10 @@ class ConsumerGroupManager:
             target = targets.get(updated.member_id, {})
             target_epoch = group_epoch
         else:
+            if group_epoch > group.assignment_epoch:
+                # within group.consumer.assignment.interval.ms of the last target: the next one
+                # is computed when the interval is over
+                self._schedule_assignment(group, group.assignment_timestamp + interval - now)
             target = group.target.get(updated.member_id)
             if target is None:
                 # a static member's new id inherits its instance's target (replaced above)
@@ -482,8 +486,9 @@ class ConsumerGroupManager:
             self._topic_ids.clear()
             self._topic_ids_version = version
         members = {}
+        skip = member.member_id if member is not None else None
         for mid, mm in group.members.items():
-            if mid == member.member_id:
+            if mid == skip:
                 if updated is not None and updated.member_id == mid:
                     members[mid] = updated      # keeps its place in the group's order
                 continue
@@ -497,7 +502,7 @@ class ConsumerGroupManager:
         for mid, mm in members.items():
             target = group.target.get(mid)
             if target is None and updated is not None and mid == updated.member_id \
-                    and member.member_id != mid:
+                    and skip != mid:
                 target = group.target.get(member.member_id)
             specs[mid] = MemberSubscription(
                 subscribed_topic_ids=self._member_topic_ids(group, mm, by_name, resolved),
@@ -524,11 +529,41 @@ class ConsumerGroupManager:
                  assignor=assignor_name, members=len(specs), topics=len(metadata))
         return result
 
+    def _schedule_assignment(self, group: ConsumerGroup, delay_ms: int) -> None:
+        key = ("assign", group.group_id)
+        if not self.timer.is_scheduled(key):
+            gid = group.group_id
+            self.timer.schedule(key, max(delay_ms, 0), lambda: self._on_assignment_due(gid))
+
+    def _on_assignment_due(self, group_id: str) -> None:
+        """The deferred target assignment of a group whose epoch moved on within the interval:
+        Kafka computes it at the next heartbeat after the interval; here the timer does, so
+        the members find it at their next heartbeats."""
+        group = self.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup) or self.shard.loading \
+                or group.group_epoch <= group.assignment_epoch or not group.members:
+            return
+        now = self.clock()
+        records: list = []
+        metadata = self._topic_metadata(group.subscribed_topic_names())
+        try:
+            self._compute_target(group, None, None, metadata, None, group.group_epoch,
+                                 records, now)
+        except GroupError:
+            return
+
+        def stored(exc) -> None:
+            if exc is not None:
+                log.warning("failed to store a target assignment", group=group_id,
+                            error=str(exc))
+
+        self.shard.write(records, stored)
+
     def _assignor_for(self, group: ConsumerGroup, member, updated) -> str:
         default = self.config.group_consumer_assignors[0]
         counts: dict[str, int] = {}
         for mid, mm in group.members.items():
-            if mid == member.member_id:
+            if member is not None and mid == member.member_id:
                 continue
             if mm.server_assignor:
                 counts[mm.server_assignor] = counts.get(mm.server_assignor, 0) + 1
