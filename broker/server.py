@@ -87,6 +87,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.batching = False  # inside buffer_updated: write once at its end
         self.pending: list[Request] = []
         self.closed = False
+        #: a bad frame arrived: nothing more is read, and the connection closes once the
+        #: requests before it are answered (close_after_answers)
+        self.closing = False
         self.reading_paused = False
         self.writing_paused = False
 
@@ -131,7 +134,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return memoryview(self.read_buffer)[self.read_end:]
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self.closed:
+        if self.closed or self.closing:
             return
         self.broker.metrics.bytes_in(nbytes)
         # responses that complete while this read is handled go out in one write, not one
@@ -149,6 +152,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         finally:
             self.batching = False
             self._flush()
+            if self.closing:
+                self._finish_closing()
 
     def _flush(self) -> None:
         out = self.out
@@ -162,14 +167,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _parse_frames(self) -> None:
         buf = self.read_buffer
-        while not self.closed:
+        while not self.closed and not self.closing:
             start, end = self.read_start, self.read_end
             if end - start < 4:
                 break
             (size,) = _SIZE.unpack_from(buf, start)
             if size < 0 or size > self.max_frame:
-                self.close(f"frame size {size} outside 0..socket.request.max.bytes "
-                           f"({self.max_frame})")
+                self.close_after_answers(f"frame size {size} outside 0..socket.request.max.bytes "
+                                         f"({self.max_frame})")
                 return
             if end - start - 4 >= size:
                 frame = bytes(memoryview(buf)[start + 4:start + 4 + size])  # one copy
@@ -200,11 +205,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             header = read_request_header(frame)
         except DecodeError as exc:
-            self.close(f"malformed request header: {exc}")
+            self.close_after_answers(f"malformed request header: {exc}")
             return
         handler = apis.HANDLERS.get(header.api_key)
         if handler is None:
-            self.close(f"unknown api key {header.api_key}")
+            self.close_after_answers(f"unknown api key {header.api_key}")
             return
         version = header.api_version
         if not handler.min_version <= version <= handler.max_version:
@@ -218,8 +223,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 header_bytes = response_header(header.correlation_id, 0, len(body))
                 self._complete(req, [header_bytes, body], None)
                 return
-            self.close(f"unsupported version {version} of {handler.name} (api key "
-                       f"{header.api_key}; we serve {handler.min_version}-{handler.max_version})")
+            self.close_after_answers(
+                f"unsupported version {version} of {handler.name} (api key {header.api_key}; "
+                f"we serve {handler.min_version}-{handler.max_version})")
             return
         codec = handler.codecs.get(version) or handler.codec(version)
         try:
@@ -229,7 +235,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception as exc:
             if not isinstance(exc, DecodeError):
                 exc = handler.request._translate(exc, version)
-            self.close(f"malformed {handler.name} v{version} request: {exc}")
+            self.close_after_answers(f"malformed {handler.name} v{version} request: {exc}")
             return
         req = Request(self, handler, codec, header, received)
         pending = self.pending
@@ -268,11 +274,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             del pending[:i]
             if not self.batching:
                 self._flush()
+                if self.closing:
+                    self._finish_closing()
             if self.reading_paused:
                 self._update_reading()
 
     def _update_reading(self) -> None:
-        if self.closed or self.transport is None:
+        if self.closed or self.closing or self.transport is None:
             return
         should_pause = self.writing_paused or len(self.pending) >= self.max_in_flight
         if should_pause and not self.reading_paused:
@@ -282,7 +290,36 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.reading_paused = False
             self.transport.resume_reading()
 
+    def close_after_answers(self, reason: str) -> None:
+        """A frame that cannot be served: the requests before it are still answered, in order,
+        then the connection closes (Kafka reads one request at a time per connection, so it
+        answers them before it even reads the bad frame). Nothing more is read meanwhile."""
+        if self.closed or self.closing:
+            return
+        log.warning("closing connection", peer=self.peer, listener=self.listener,
+                    reason=reason)
+        self.broker.metrics.connection_rejected(reason.split(":")[0])
+        self.closing = True
+        if self.transport is not None and not self.reading_paused:
+            self.reading_paused = True
+            self.transport.pause_reading()
+        if not self.batching:
+            self._finish_closing()
+
+    def _finish_closing(self) -> None:
+        if self.closing and not self.pending and not self.closed:
+            self._flush()
+            self.closed = True
+            if self.transport is not None:
+                self.transport.close()  # writes what is buffered first
+
     def close(self, reason: str) -> None:
+        if self.closing:
+            self.closing = False
+            self.closed = True
+            if self.transport is not None:
+                self.transport.close()
+            return
         if not self.closed:
             log.warning("closing connection", peer=self.peer, listener=self.listener,
                         reason=reason)

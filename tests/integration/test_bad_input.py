@@ -82,6 +82,30 @@ def test_bad_frame_closes_only_its_connection(broker, case):
     assert_still_serving(broker.port)
 
 
+@pytest.mark.parametrize("case", sorted(BAD_FRAMES))
+def test_requests_before_a_bad_frame_are_answered_before_the_close(broker, case):
+    """Pipelined in one write: two good requests, then a bad frame. Both answers come back, in
+    order, then the connection closes (Kafka answers them before it reads the bad frame)."""
+    bad, reason = BAD_FRAMES[case]
+    requests = b""
+    for correlation_id in (7, 8):
+        body = struct.pack(">hhih", 18, 0, correlation_id, 4) + b"test"
+        requests += frame(body)
+    sock = socket.create_connection(("127.0.0.1", broker.port))
+    sock.sendall(requests + bad)
+    sock.settimeout(5)
+    answers = []
+    for _ in range(2):
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        body = sock.recv(size, socket.MSG_WAITALL)
+        answers.append(struct.unpack_from(">ih", body))
+    assert answers == [(7, 0), (8, 0)]
+    assert closed_by_peer(sock)
+    sock.close()
+    wait_for_reason(broker, reason)
+    assert_still_serving(broker.port)
+
+
 def test_truncated_frame_then_disconnect_leaves_broker_serving(broker):
     sock = socket.create_connection(("127.0.0.1", broker.port))
     sock.sendall(struct.pack(">i", 100) + b"\x00\x03\x00\x01")  # 6 of 100 bytes, then gone
