@@ -10,8 +10,13 @@ VERSIONS = (0, 3)
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
+#: Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: the new partitions of one request, in all
+MAX_RECORDS_PER_REQUEST = 10_000
+
+
 def handle(broker, ctx, request, respond) -> None:
     results = []
+    records = 0     # new partitions so far: Kafka's controller writes one record each
     for t in request.topics:
         topic = broker.topics.get(t.name)
         if topic is None:
@@ -34,6 +39,14 @@ def handle(broker, ctx, request, respond) -> None:
             results.append(Result(name=t.name, error_code=ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                   error_message="Invalid replica assignment"))
             continue
+        if records + (t.count - current) > MAX_RECORDS_PER_REQUEST:
+            # Kafka's record list overflows in this topic: it fails (UNKNOWN_SERVER_ERROR),
+            # and so does every later topic that adds a partition; checked before allocating
+            records = MAX_RECORDS_PER_REQUEST
+            results.append(Result(name=t.name, error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
+                                  error_message=None))
+            continue
+        records += t.count - current
         if not request.validate_only:
             broker.topics.add_partitions(t.name, t.count)
         results.append(Result(name=t.name, error_code=ErrorCode.NONE, error_message=None))

@@ -66,25 +66,66 @@ def _check(broker, topic) -> tuple[int, str | None, int]:
     return ErrorCode.NONE, None, partitions
 
 
+#: Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH: one request may ask for at most
+#: this many partitions in all, checked before anything is allocated
+MAX_PARTITIONS_PER_REQUEST = 10_000
+#: Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: the records one request would write (a
+#: topic, each of its partitions, each config it sets) are bounded too
+MAX_RECORDS_PER_REQUEST = 10_000
+
+
+def requested_partitions(request, default_partitions: int) -> int:
+    """Kafka's validateTotalNumberOfPartitions: the default for -1, explicit assignments by
+    count, non-positive counts not at all."""
+    total = 0
+    for topic in request.topics:
+        if topic.assignments:
+            total += len(topic.assignments)
+        elif topic.num_partitions == -1:
+            total += default_partitions
+        elif topic.num_partitions > 0:
+            total += topic.num_partitions
+    return total
+
+
+def _refuse_all(request, message: str) -> CreateTopicsResponse:
+    """The whole request fails, every topic with it, as Kafka's controller fails it."""
+    return CreateTopicsResponse(topics=[
+        Result(name=topic.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=message,
+               num_partitions=-1, replication_factor=-1, configs=None)
+        for topic in request.topics])
+
+
 def handle(broker, ctx, request, respond) -> None:
-    results = []
+    if requested_partitions(request, broker.config["num.partitions"]) > \
+            MAX_PARTITIONS_PER_REQUEST:
+        respond(_refuse_all(request, "Excessively large number of partitions per request."))
+        return
     seen: dict[str, int] = {}
     for topic in request.topics:
         seen[topic.name] = seen.get(topic.name, 0) + 1
+    checked = []    # (topic, error, message, partitions, configs)
+    records = 0     # what Kafka's controller would write: a topic, its partitions, its configs
     for topic in request.topics:
         if seen[topic.name] > 1:
-            results.append(Result(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
-                                  error_message="Create topics request from client "
-                                  f"`{ctx.client_id}` contains multiple entries for the "
-                                  f"following topics: {topic.name}", num_partitions=-1,
-                                  replication_factor=-1, configs=None))
+            checked.append((topic, ErrorCode.INVALID_REQUEST,
+                            f"Create topics request from client `{ctx.client_id}` contains "
+                            f"multiple entries for the following topics: {topic.name}", 0, {}))
             continue
         error, message, partitions = _check(broker, topic)
+        configs = {c.name: c.value for c in topic.configs if c.value is not None}
+        if not error:
+            records += 1 + partitions + len(configs)
+        checked.append((topic, error, message, partitions, configs))
+    if records > MAX_RECORDS_PER_REQUEST:
+        respond(_refuse_all(request, "Unable to perform excessively large batch operation."))
+        return
+    results = []
+    for topic, error, message, partitions, configs in checked:
         if error:
             results.append(Result(name=topic.name, error_code=error, error_message=message,
                                   num_partitions=-1, replication_factor=-1, configs=None))
             continue
-        configs = {c.name: c.value for c in topic.configs if c.value is not None}
         topic_id = None
         if not request.validate_only:
             created = broker.topics.create(topic.name, partitions, configs)

@@ -320,3 +320,53 @@ def test_describe_producers(target, client):
     [u0] = unknown.partitions
     assert (u0.error_code, u0.error_message) == (
         E.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+
+
+# ------------------------------------------------------------------------------ CreateTopics
+
+def test_create_topics_refuses_more_than_10000_partitions_per_request(target, client):
+    """Kafka's controller fails a CreateTopics asking for more than 10,000 partitions in all
+    (before allocating anything), or that would write more than 10,000 records (a topic, its
+    partitions, its configs): every topic of the request gets POLICY_VIOLATION."""
+    from protocol.messages import CreateTopicsRequest as C
+    names = [unique("huge"), unique("small")]
+
+    def create(counts, validate_only=False):
+        response = client.call(C(topics=[
+            C.CreatableTopic(name=n, num_partitions=k, replication_factor=1, assignments=[],
+                             configs=[]) for n, k in zip(names, counts)],
+            timeout_ms=30000, validate_only=validate_only), 7)
+        return [(t.name, t.error_code, t.error_message) for t in response.topics]
+
+    message = "Excessively large number of partitions per request."
+    assert create([2_000_000_000, 1]) == [(names[0], E.POLICY_VIOLATION, message),
+                                          (names[1], E.POLICY_VIOLATION, message)]
+    assert create([9_999, 2], validate_only=True) == [
+        (names[0], E.POLICY_VIOLATION, message), (names[1], E.POLICY_VIOLATION, message)]
+    # 10,000 partitions pass the first rule, but with their topics they are more than the
+    # 10,000 records one request may write
+    batch = "Unable to perform excessively large batch operation."
+    assert create([9_999, 1], validate_only=True) == [
+        (names[0], E.POLICY_VIOLATION, batch), (names[1], E.POLICY_VIOLATION, batch)]
+    assert [e for _, e, _ in create([9_998, 1], validate_only=True)] == [
+        E.POLICY_VIOLATION, E.POLICY_VIOLATION]
+    assert [e for _, e, _ in create([9_997, 1], validate_only=True)] == [E.NONE, E.NONE]
+
+
+def test_create_partitions_is_bounded_per_request(target, client):
+    """CreatePartitions adds at most 10,000 partitions per request in all (Kafka's record bound):
+    the topic that goes past it gets UNKNOWN_SERVER_ERROR, the ones before it are served."""
+    from protocol.messages import CreatePartitionsRequest as P
+    a, b = create_topic(client, 1), create_topic(client, 1)
+
+    def grow(counts):
+        response = client.call(P(topics=[
+            P.CreatePartitionsTopic(name=n, count=k, assignments=None)
+            for n, k in zip([a, b], counts)], timeout_ms=30000, validate_only=True), 3)
+        return [t.error_code for t in response.results]
+
+    assert grow([2_000_000_000]) == [E.UNKNOWN_SERVER_ERROR]
+    assert grow([10_001]) == [E.NONE]                 # 10,000 new partitions
+    assert grow([10_002]) == [E.UNKNOWN_SERVER_ERROR]
+    assert grow([5_001, 5_001]) == [E.NONE, E.NONE]
+    assert grow([5_001, 5_002]) == [E.NONE, E.UNKNOWN_SERVER_ERROR]
