@@ -81,8 +81,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.read_buffer = bytearray(READ_BUFFER_SIZE)  # small frames, reused
         self.read_start = 0
         self.read_end = 0
-        self.big = None  # a frame larger than the read buffer, filled in place
-        self.big_filled = 0
+        #: a frame larger than the read buffer: its bytes so far (never more than arrived, so a
+        #: client that declares a huge frame and sends little holds little) and its size
+        self.big: bytearray | None = None
+        self.big_size = 0
         self.out: list = []  # response chunks ready to write, in request order
         self.batching = False  # inside buffer_updated: write once at its end
         self.pending: list[Request] = []
@@ -127,8 +129,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._update_reading()
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self.big is not None:
-            return memoryview(self.big)[self.big_filled:]
         if self.read_end == len(self.read_buffer):
             self._compact()
         return memoryview(self.read_buffer)[self.read_end:]
@@ -141,13 +141,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # send() each (pipelining clients send many requests per read)
         self.batching = True
         try:
+            self.read_end += nbytes
             if self.big is not None:
-                self.big_filled += nbytes
-                if self.big_filled == len(self.big):
-                    frame, self.big = self.big, None
-                    self.handle_frame(frame)
-            else:
-                self.read_end += nbytes
+                self._fill_big()
+            if self.big is None:
                 self._parse_frames()
         finally:
             self.batching = False
@@ -182,16 +179,26 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.handle_frame(frame)
                 continue
             if size > len(buf) - 4:
-                # a large frame: allocate exactly its size (checked above) and let the
-                # transport fill it directly, so its bytes are copied once
-                have = end - start - 4
-                self.big = bytearray(size)
-                self.big[:have] = buf[start + 4:end]
-                self.big_filled = have
+                # a large frame: gathered as its bytes arrive (never allocated ahead of them)
+                self.big = bytearray(buf[start + 4:end])
+                self.big_size = size
                 self.read_start = self.read_end = 0
             break
         if self.read_start == self.read_end:
             self.read_start = self.read_end = 0
+
+    def _fill_big(self) -> None:
+        """Move what the read buffer holds into the large frame; handle it once complete."""
+        big = self.big
+        start = self.read_start
+        take = min(self.big_size - len(big), self.read_end - start)
+        big += memoryview(self.read_buffer)[start:start + take]
+        self.read_start = start + take
+        if self.read_start == self.read_end:
+            self.read_start = self.read_end = 0
+        if len(big) == self.big_size:
+            self.big = None
+            self.handle_frame(big)
 
     def _compact(self) -> None:
         start, end = self.read_start, self.read_end

@@ -106,6 +106,30 @@ def test_requests_before_a_bad_frame_are_answered_before_the_close(broker, case)
     assert_still_serving(broker.port)
 
 
+def test_a_declared_frame_size_is_not_allocated_ahead_of_its_bytes(broker):
+    """Clients that declare 100 MB frames and send 1 KiB cost the broker what they sent, not
+    what they declared (issue 14, defect 3: it used to zero-fill the whole frame at once)."""
+    def rss_kib() -> int:
+        with open(f"/proc/{broker.proc.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise AssertionError("no VmRSS")
+
+    before = rss_kib()
+    socks = []
+    for _ in range(5):
+        sock = socket.create_connection(("127.0.0.1", broker.port))
+        sock.sendall(struct.pack(">i", 100_000_000) + b"\0" * 1024)
+        socks.append(sock)
+    assert_still_serving(broker.port)       # the broker has read what they sent by now
+    grown_mib = (rss_kib() - before) / 1024
+    for sock in socks:
+        sock.close()
+    assert grown_mib < 50, f"RSS grew {grown_mib:.0f} MiB for 5 KiB received"
+    assert_still_serving(broker.port)
+
+
 def test_truncated_frame_then_disconnect_leaves_broker_serving(broker):
     sock = socket.create_connection(("127.0.0.1", broker.port))
     sock.sendall(struct.pack(">i", 100) + b"\x00\x03\x00\x01")  # 6 of 100 bytes, then gone
