@@ -169,6 +169,36 @@ class GroupMember:
                 f"--- {self.name} stderr\n{tail(self.stderr.read(), 3000)}")
 
 
+class MemberSet:
+    """A group's member processes, live and retired, with what a failing test reports (every
+    member's output and the broker log) and a wait that fails early when a member exits."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.live: dict[str, GroupMember] = {}
+        self.retired: list[GroupMember] = []
+
+    def context(self, what: str) -> str:
+        parts = [m.report() for m in self.retired + list(self.live.values())]
+        return (f"{what}\n" + "\n".join(parts)
+                + f"\n--- broker log\n{tail(self.broker.logs(), 6000)}")
+
+    def all_records(self) -> list:
+        return [r for m in self.retired + list(self.live.values()) for r in m.records()]
+
+    def wait_for(self, what: str, condition, timeout: float = 60.0,
+                 watch_exits: bool = True) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            for m in self.live.values():
+                if watch_exits and m.proc.poll() is not None:
+                    pytest.fail(self.context(f"{m.name} exited while waiting for {what}"))
+            time.sleep(0.1)
+        pytest.fail(self.context(f"timed out after {timeout}s waiting for {what}"))
+
+
 def produce(bootstrap: str, topic: str, partitions: int, start: int, count: int) -> None:
     """`count` records per partition with values p-i for i in [start, start+count)."""
     from kafka import KafkaProducer
@@ -196,30 +226,15 @@ def test_java_consumer_group_exactly_once(broker, jar, assignor):
     admin.create_topics([NewTopic(topic, partitions, 1)])
     produce(broker.bootstrap, topic, partitions, 0, 10)                     # offsets 0..9
 
-    members: dict[str, GroupMember] = {}
-    retired: list[GroupMember] = []
+    group_set = MemberSet(broker)
+    members, retired = group_set.live, group_set.retired
 
     def start(name: str) -> GroupMember:
         members[name] = GroupMember(jar, name, broker.bootstrap, topic, group, assignor)
         return members[name]
 
-    def context(what: str) -> str:
-        parts = [m.report() for m in retired + list(members.values())]
-        return f"{what}\n" + "\n".join(parts) + f"\n--- broker log\n{tail(broker.logs(), 6000)}"
-
-    def all_records():
-        return [r for m in retired + list(members.values()) for r in m.records()]
-
-    def wait_for(what: str, condition, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if condition():
-                return
-            for m in members.values():
-                if m.proc.poll() is not None:
-                    pytest.fail(context(f"{m.name} exited while waiting for {what}"))
-            time.sleep(0.1)
-        pytest.fail(context(f"timed out after {timeout}s waiting for {what}"))
+    context, all_records, wait_for = (group_set.context, group_set.all_records,
+                                      group_set.wait_for)
 
     def balanced() -> bool:
         """Every live member saw the same generation and the assignments split all partitions
@@ -350,24 +365,19 @@ def test_java_consumer_protocol_static_restart_and_killed_member(jar):
                                       "group.consumer.min.session.timeout.ms": 6000})
     broker.start()
     partitions, topic, group = 6, unique("java-cp"), unique("java-cp-static")
-    members: dict[str, GroupMember] = {}
+    group_set = MemberSet(broker)
+    members = group_set.live
 
     def start(name: str, instance: str) -> GroupMember:
         members[name] = GroupMember(jar, name, broker.bootstrap, topic, group,
                                     "consumer:uniform", ("--static", instance))
         return members[name]
 
-    def context(what: str) -> str:
-        return f"{what}\n" + "\n".join(m.report() for m in members.values()) + \
-            f"\n--- broker log\n{tail(broker.logs(), 6000)}"
+    context = group_set.context
 
     def wait_for(what: str, condition, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if condition():
-                return
-            time.sleep(0.1)
-        pytest.fail(context(f"timed out after {timeout}s waiting for {what}"))
+        # members are killed on purpose here: an exit is not a failure
+        group_set.wait_for(what, condition, timeout, watch_exits=False)
 
     def owned(name: str) -> list[int]:
         latest = members[name].latest_assignment()
@@ -417,30 +427,15 @@ def test_java_classic_group_rolled_to_the_consumer_protocol_and_back(broker, jar
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     admin.create_topics([NewTopic(topic, partitions, 1)])
     admin.close()
-    members: dict[str, GroupMember] = {}
-    retired: list[GroupMember] = []
+    group_set = MemberSet(broker)
+    members, retired = group_set.live, group_set.retired
     produced = 0
 
     def start(name: str, assignor: str) -> None:
         members[name] = GroupMember(jar, name, broker.bootstrap, topic, group, assignor)
 
-    def context(what: str) -> str:
-        parts = [m.report() for m in retired + list(members.values())]
-        return f"{what}\n" + "\n".join(parts) + f"\n--- broker log\n{tail(broker.logs(), 6000)}"
-
-    def all_records():
-        return [r for m in retired + list(members.values()) for r in m.records()]
-
-    def wait_for(what: str, condition, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if condition():
-                return
-            for m in members.values():
-                if m.proc.poll() is not None:
-                    pytest.fail(context(f"{m.name} exited while waiting for {what}"))
-            time.sleep(0.1)
-        pytest.fail(context(f"timed out after {timeout}s waiting for {what}"))
+    context, all_records, wait_for = (group_set.context, group_set.all_records,
+                                      group_set.wait_for)
 
     def covered() -> bool:
         latest = [m.latest_assignment() for m in members.values()]
