@@ -431,18 +431,9 @@ class GroupCoordinator:
         if not records:
             respond(response)
             return
-
-        def stored(exc) -> None:
-            if exc is not None:
-                error = append_error(exc)
-                log.warning("failed to store consumer group records", group=group_id,
-                            error=error.name)
-                shard.consumer.write_failed(group_id)
-                respond(m.ConsumerGroupHeartbeatResponse(error_code=int(error), member_epoch=0))
-                return
-            respond(response)
-
-        shard.write(records, stored)
+        self._write_then(shard, group_id, records, lambda error: respond(
+            response if error == E.NONE else
+            m.ConsumerGroupHeartbeatResponse(error_code=int(error), member_epoch=0)))
 
     # ================================================================== ConsumerGroupDescribe
     def consumer_group_describe(self, request, api_version: int, context,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import BrokerProcess
+from tests.support import BrokerProcess, RawClient
 
 from .kafka_server import KafkaServer
 
@@ -66,3 +66,18 @@ def kbroker_server():
 def target(request) -> Target:
     server = request.getfixturevalue(f"{request.param}_server")
     return Target(request.param, server.port, server)
+
+
+@pytest.fixture
+def connect(target):
+    """connect(client_id) -> a new RawClient to the target; all closed at the end of the test."""
+    made: list[RawClient] = []
+
+    def _connect(client_id: str = "conformance") -> RawClient:
+        client = RawClient(target.port, client_id=client_id)
+        made.append(client)
+        return client
+
+    yield _connect
+    for client in made:
+        client.close()

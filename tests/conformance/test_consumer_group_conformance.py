@@ -35,20 +35,6 @@ _TOPICS: dict[str, tuple[str, uuid.UUID]] = {}
 
 
 @pytest.fixture
-def connect(target):
-    made: list[RawClient] = []
-
-    def _connect(client_id: str = "conformance") -> RawClient:
-        client = RawClient(target.port, client_id=client_id)
-        made.append(client)
-        return client
-
-    yield _connect
-    for client in made:
-        client.close()
-
-
-@pytest.fixture
 def topic(target) -> tuple[str, uuid.UUID]:
     """(name, topic id) of one 3-partition topic per broker."""
     if target.name not in _TOPICS:

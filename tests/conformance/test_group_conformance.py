@@ -73,21 +73,6 @@ _TOPICS: dict[str, str] = {}
 
 
 @pytest.fixture
-def connect(target):
-    """connect(client_id) -> a new RawClient to the target; all closed at the end of the test."""
-    made: list[RawClient] = []
-
-    def _connect(client_id: str = "conformance") -> RawClient:
-        client = RawClient(target.port, client_id=client_id)
-        made.append(client)
-        return client
-
-    yield _connect
-    for client in made:
-        client.close()
-
-
-@pytest.fixture
 def admin(connect) -> RawClient:
     return connect("conformance-admin")
 
