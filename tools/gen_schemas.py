@@ -1,7 +1,8 @@
 """Regenerate protocol/schemas.json from Kafka's own JSON message definitions.
 
 The definitions are facts of the protocol; Kafka ships them inside its jars on Maven Central
-(kafka-clients for the wire APIs, kafka-group-coordinator for the __consumer_offsets records).
+(kafka-clients for the wire APIs, kafka-group-coordinator for the __consumer_offsets records,
+kafka-transaction-coordinator for the __transaction_state records).
 This script resolves those jars with Maven, strips comments and documentation, keeps only the
 messages the broker speaks, and writes one compact JSON file that protocol/schema.py compiles.
 
@@ -35,16 +36,19 @@ APIS = {
     "DescribeCluster": None, "ConsumerGroupHeartbeat": None, "ConsumerGroupDescribe": None,
     "DeleteRecords": None, "AlterConfigs": None, "IncrementalAlterConfigs": None,
     "DescribeLogDirs": None, "DescribeAcls": None, "CreateAcls": None, "DeleteAcls": None,
-    "DescribeProducers": None,
+    "DescribeProducers": None, "AddPartitionsToTxn": None, "AddOffsetsToTxn": None,
+    "EndTxn": None, "TxnOffsetCommit": None, "DescribeTransactions": None,
+    "ListTransactions": None, "WriteTxnMarkers": None,
 }
 CLIENT_DATA = ["RequestHeader", "ResponseHeader", "ConsumerProtocolSubscription",
-               "ConsumerProtocolAssignment"]
+               "ConsumerProtocolAssignment", "EndTxnMarker"]
 COORDINATOR_RECORDS = ["OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey",
                        "GroupMetadataValue"] + [
     f"ConsumerGroup{name}{part}" for name in (
         "Metadata", "MemberMetadata", "TargetAssignmentMetadata", "TargetAssignmentMember",
         "CurrentMemberAssignment", "RegularExpression", "PartitionMetadata")
     for part in ("Key", "Value")]
+TRANSACTION_RECORDS = ["TransactionLogKey", "TransactionLogValue"]
 KEEP_KEYS = {"name", "type", "versions", "nullableVersions", "taggedVersions", "tag", "default",
              "ignorable", "fields", "flexibleVersions", "mapKey"}
 
@@ -98,6 +102,9 @@ def main() -> int:
             messages[name] = clean(read_definition(jar, name))
     with zipfile.ZipFile(resolve_jar("kafka-group-coordinator")) as jar:
         for name in COORDINATOR_RECORDS:
+            messages[name] = clean(read_definition(jar, name))
+    with zipfile.ZipFile(resolve_jar("kafka-transaction-coordinator")) as jar:
+        for name in TRANSACTION_RECORDS:
             messages[name] = clean(read_definition(jar, name))
     doc = {"kafkaVersion": KAFKA_VERSION, "messages": messages}
     OUT.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
