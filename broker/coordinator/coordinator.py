@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, fields
-from typing import Callable, Iterable
+from typing import Callable
 
 import structlog
 
@@ -37,10 +37,10 @@ from protocol.errors import ErrorCode
 
 from ..purgatory import DelayedOperationPurgatory, Timer
 from .group import GroupState
-from .hashing import partition_for
 from .classic.manager import make_join_callback, make_sync_callback
 from .consumer.group import ConsumerGroup, GroupError
 from .records import append_error
+from .runtime import CoordinatorRuntime
 from .shard import GroupCoordinatorShard, Stats
 
 log = structlog.get_logger("broker.coordinator")
@@ -52,7 +52,6 @@ E = ErrorCode
 #: ALTER_CONFIGS(11).
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
-_PARTITION_CACHE_SIZE = 100_000
 
 
 @dataclass
@@ -106,6 +105,10 @@ class CoordinatorConfig:
         return cls(**values)
 
 
+def _stored_now(partition, records, on_done, **kwargs) -> None:
+    on_done(None)
+
+
 class TopicsView:
     """What consumer groups need to know of topics (the broker passes one over its topics):
     ``get(name) -> (topic_id, partitions) | None``, ``by_id(topic_id) -> (name, partitions) |
@@ -144,11 +147,12 @@ def _client_host(context) -> str:
     return shown
 
 
-class GroupCoordinator:
+class GroupCoordinator(CoordinatorRuntime):
     def __init__(self, config=None, clock: Callable[[], int] | None = None,
                  timer: Timer | None = None, persist: Callable | None = None,
                  topic_exists: Callable[[str, int], bool] | None = None, *,
-                 new_uuid: Callable[[], object] = uuid.uuid4, topics=None) -> None:
+                 new_uuid: Callable[[], object] = uuid.uuid4, topics=None,
+                 persist_marker: Callable | None = None) -> None:
         self.config = CoordinatorConfig.from_config(config)
         if clock is None:
             clock = timer.clock if timer is not None else None
@@ -156,59 +160,24 @@ class GroupCoordinator:
             raise ValueError("the coordinator needs a clock (or a timer that has one)")
         self.clock = clock
         self.timer = timer if timer is not None else Timer(clock)
-        self.persist = persist if persist is not None else (lambda p, records, done: done(None))
+        self.persist = persist if persist is not None else _stored_now
         self.topic_exists = topic_exists if topic_exists is not None else (lambda t, p: True)
         #: topic metadata for consumer groups (see TopicsView)
         self.topics = topics if topics is not None else TopicsView()
         self.stats = Stats()
         self.heartbeat_purgatory = DelayedOperationPurgatory("Heartbeat", self.timer)
         self.rebalance_purgatory = DelayedOperationPurgatory("Rebalance", self.timer)
-        self.num_partitions = self.config.offsets_topic_num_partitions
-        self._partitions: dict[str, int] = {}  # group id -> shard: hashing is per request
-        self.shards = [
+        super().__init__(self.config.offsets_topic_num_partitions, lambda p: (
             GroupCoordinatorShard(p, self.config, self.clock, self.timer,
                                   self.heartbeat_purgatory, self.rebalance_purgatory,
                                   self._persist, self.topic_exists, self.stats, new_uuid,
-                                  self.topics)
-            for p in range(self.num_partitions)]
+                                  self.topics, persist_marker)))
         self._retention_handle = None
         self._closed = False
         self._schedule_retention()
 
-    def _persist(self, partition: int, records: list, on_done) -> None:
-        self.persist(partition, records, on_done)
-
-    # ------------------------------------------------------------------ routing, loading
-    def partition_for(self, group_id: str) -> int:
-        partition = self._partitions.get(group_id)
-        if partition is None:
-            if len(self._partitions) >= _PARTITION_CACHE_SIZE:
-                self._partitions.clear()
-            partition = self._partitions[group_id] = partition_for(group_id, self.num_partitions)
-        return partition
-
-    def shard_for(self, group_id: str) -> GroupCoordinatorShard:
-        """On every group request: one dict lookup for a group seen before."""
-        partition = self._partitions.get(group_id)
-        if partition is None:
-            partition = self.partition_for(group_id)
-        return self.shards[partition]
-
-    @property
-    def shards_loading(self) -> set[int]:
-        return {shard.partition for shard in self.shards if shard.loading}
-
-    def is_loading(self, group_id: str) -> bool:
-        return self.shard_for(group_id).loading
-
-    def begin_loading(self, partition: int) -> None:
-        self.shards[partition].begin_loading()
-
-    def load(self, partition: int, records: Iterable[tuple[bytes, bytes | None]]) -> int:
-        return self.shards[partition].load(records)
-
-    def finish_loading(self, partition: int) -> None:
-        self.shards[partition].finish_loading()
+    def _persist(self, partition: int, records: list, on_done, **kwargs) -> None:
+        self.persist(partition, records, on_done, **kwargs)
 
     def close(self) -> None:
         """Stop: cancel the retention sweep and answer every waiting request (the client finds
@@ -217,8 +186,7 @@ class GroupCoordinator:
         if self._retention_handle is not None:
             self.timer.cancel(self._retention_handle)
             self._retention_handle = None
-        for shard in self.shards:
-            shard.unload(E.NOT_COORDINATOR)
+        self.unload_all(E.NOT_COORDINATOR)
 
     # ------------------------------------------------------------------ retention
     def _schedule_retention(self) -> None:

@@ -57,10 +57,14 @@ class IllegalGroupTransition(RuntimeError):
 class OffsetAndMetadata:
     """A committed offset as stored in OffsetCommitValue."""
 
-    __slots__ = ("offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp")
+    __slots__ = ("offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp",
+                 "record_offset")
 
     def __init__(self, offset: int, leader_epoch: int = -1, metadata: str = "",
                  commit_timestamp: int = 0, expire_timestamp: int | None = None) -> None:
+        #: the order in which the shard applied the commit: when a transaction commits, its
+        #: offsets replace only older ones (not part of the value, never compared)
+        self.record_offset = -1
         self.offset = offset
         self.leader_epoch = leader_epoch
         self.metadata = metadata

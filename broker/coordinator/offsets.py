@@ -32,6 +32,16 @@ class OffsetMetadataManager:
 
     def __init__(self, shard: "GroupCoordinatorShard") -> None:
         self.shard = shard
+        #: transactional commits waiting for their marker: producer id -> group -> tp -> offset
+        self.pending_transactions: dict[int, dict[str, dict[tuple[str, int],
+                                                             OffsetAndMetadata]]] = {}
+        #: group -> tp -> producer ids with a transactional commit pending there
+        self.open_transactions: dict[str, dict[tuple[str, int], set[int]]] = {}
+        self._records = 0  # offset records applied, in order (OffsetAndMetadata.record_offset)
+
+    def unload(self) -> None:
+        self.pending_transactions.clear()
+        self.open_transactions.clear()
 
     def replay(self, group_id: str, tp: tuple[str, int], offset: OffsetAndMetadata | None,
                replay: bool) -> None:
@@ -40,6 +50,7 @@ class OffsetMetadataManager:
         if offset is None:
             if group is not None:
                 group.offsets.pop(tp, None)
+            self._forget_pending(group_id, tp)
             return
         if group is None:
             if not replay:
@@ -47,7 +58,142 @@ class OffsetMetadataManager:
             group = self.shard.groups[group_id] = GroupMetadata(group_id, self.shard.clock())
         elif group.state is DEAD and not replay:
             return
+        self._records += 1
+        offset.record_offset = self._records
         group.offsets[tp] = offset
+
+    # ================================================================== transactions
+    def replay_transactional(self, producer_id: int, group_id: str, tp: tuple[str, int],
+                             offset: OffsetAndMetadata | None, replay: bool) -> None:
+        """A TxnOffsetCommit record: invisible until the transaction's COMMIT marker."""
+        if offset is None:
+            return
+        if group_id not in self.shard.groups:
+            self.shard.groups[group_id] = GroupMetadata(group_id, self.shard.clock())
+        self._records += 1
+        offset.record_offset = self._records
+        self.pending_transactions.setdefault(producer_id, {}).setdefault(group_id, {})[tp] = offset
+        self.open_transactions.setdefault(group_id, {}).setdefault(tp, set()).add(producer_id)
+
+    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
+        """The marker of ``producer_id``'s transaction: its offsets become committed (unless a
+        later plain commit superseded them) or are dropped."""
+        pending = self.pending_transactions.pop(producer_id, None)
+        if pending is None:
+            return
+        for group_id, offsets in pending.items():
+            by_tp = self.open_transactions.get(group_id)
+            for tp in offsets:
+                if by_tp is not None and tp in by_tp:
+                    by_tp[tp].discard(producer_id)
+                    if not by_tp[tp]:
+                        del by_tp[tp]
+            if by_tp is not None and not by_tp:
+                del self.open_transactions[group_id]
+            if not commit:
+                continue
+            group = self.shard.groups.get(group_id)
+            if group is None or group.state is DEAD:
+                continue
+            for tp, offset in offsets.items():
+                existing = group.offsets.get(tp)
+                if existing is None or offset.record_offset > existing.record_offset:
+                    group.offsets[tp] = offset
+
+    def has_pending_transactional_offsets(self, group_id: str, tp: tuple[str, int]) -> bool:
+        by_tp = self.open_transactions.get(group_id)
+        return by_tp is not None and tp in by_tp
+
+    def _forget_pending(self, group_id: str, tp: tuple[str, int]) -> None:
+        """A tombstone also deletes what open transactions would commit there."""
+        by_tp = self.open_transactions.get(group_id)
+        if by_tp is None or tp not in by_tp:
+            return
+        for producer_id in by_tp.pop(tp):
+            self.pending_transactions.get(producer_id, {}).get(group_id, {}).pop(tp, None)
+        if not by_tp:
+            del self.open_transactions[group_id]
+
+    def txn_commit(self, request, version: int, partitions: list, respond: Callable) -> None:
+        """TxnOffsetCommit (after the transaction coordinator verified the partition is in the
+        transaction). ``partitions``: [(topic, partition, offset, leader_epoch, metadata, error
+        or None)]; ``respond`` gets {(topic, partition): error}. The records are written as part
+        of the producer's transaction."""
+        group_id = request.group_id
+        results: dict[tuple[str, int], ErrorCode] = {
+            (t, p): err for t, p, _o, _e, _md, err in partitions if err is not None}
+        todo = [entry for entry in partitions if entry[5] is None]
+        if not todo:
+            respond(results)
+            return
+        error, group = self._validate_txn_commit(request, version)
+        if error is not None:
+            for t, p, *_ in todo:
+                results[(t, p)] = error
+            respond(results)
+            return
+        now = self.shard.clock()
+        records = []
+        written = []
+        max_metadata = self.shard.config.offset_metadata_max_bytes
+        for topic, partition, offset, leader_epoch, metadata, _ in todo:
+            if java_length(metadata) > max_metadata:
+                results[(topic, partition)] = E.OFFSET_METADATA_TOO_LARGE
+                continue
+            value = OffsetAndMetadata(offset, leader_epoch if version >= 2 else -1,
+                                      metadata or "", now, None)
+            records.append(rec.offset_commit_record(group_id, topic, partition, value))
+            written.append((topic, partition))
+        if not records:
+            respond(results)
+            return
+
+        def stored(exc) -> None:
+            error = append_error(exc, for_offsets=True)
+            if exc is not None:
+                log.warning("failed to store transactional offsets", group=group_id,
+                            error=error.name)
+            else:
+                self.shard.stats.offset_commits_total += len(written)
+            for tp in written:
+                results[tp] = error
+            respond(results)
+
+        self.shard.write(records, stored, producer=(request.producer_id, request.producer_epoch))
+
+    def _validate_txn_commit(self, request, version: int):
+        """(error or None, group): Kafka's validateTransactionalOffsetCommit. Unlike a plain
+        commit, an empty member id is fine in a group with members and a rebalance in progress
+        does not matter; a stale member epoch is ILLEGAL_GENERATION."""
+        group_id = request.group_id
+        generation = request.generation_id if version >= 3 else -1
+        member_id = (request.member_id if version >= 3 else "") or ""
+        instance_id = request.group_instance_id if version >= 3 else None
+        group = self.shard.groups.get(group_id)
+        if group is None or group.state is DEAD:
+            if generation >= 0:
+                return E.ILLEGAL_GENERATION, None
+            group = self.shard.groups[group_id] = GroupMetadata(group_id, self.shard.clock())
+            return None, group
+        if isinstance(group, ConsumerGroup):
+            if generation < 0 and not group.members:
+                return None, group
+            error = group.validate_offset_commit(member_id, instance_id, generation, 9)
+            if callable(error):
+                error = None
+            if error == E.STALE_MEMBER_EPOCH:
+                error = E.ILLEGAL_GENERATION
+            return error, group
+        if generation < 0 and group.state is EMPTY:
+            return None, group
+        if generation >= 0 or member_id or instance_id is not None:
+            error = self.shard.classic.validate_current_member(group, member_id or UNKNOWN_MEMBER_ID,
+                                                              instance_id)
+            if error is not None:
+                return error, group
+            if generation != group.generation_id:
+                return E.ILLEGAL_GENERATION, group
+        return None, group
 
     def commit(self, request, version: int, partitions: list, respond: Callable) -> None:
         """``partitions``: [(topic, partition, offset, leader_epoch, metadata, error or None)],
@@ -180,7 +326,8 @@ class OffsetMetadataManager:
                 if group is None:
                     rows.append((partition, -1, -1, "", E.NONE))
                     continue
-                if require_stable and group.has_pending_offset_commit(tp):
+                if require_stable and (group.has_pending_offset_commit(tp)
+                                       or self.has_pending_transactional_offsets(group_id, tp)):
                     rows.append((partition, -1, -1, "", E.UNSTABLE_OFFSET_COMMIT))
                     continue
                 offset = group.offsets.get(tp)
@@ -221,7 +368,8 @@ class OffsetMetadataManager:
                 else:
                     rows.append((partition, E.NONE))
                     tp = (topic, partition)
-                    if tp in group.offsets or group.has_pending_offset_commit(tp):
+                    if (tp in group.offsets or group.has_pending_offset_commit(tp)
+                            or self.has_pending_transactional_offsets(group_id, tp)):
                         records.append(rec.offset_commit_tombstone(group_id, topic, partition))
             out.append((topic, rows))
         if not records:
@@ -270,7 +418,8 @@ class OffsetMetadataManager:
             expired = []
             if base is not None:
                 for tp, om in group.offsets.items():
-                    if tp in group.pending_offset_commits:
+                    if (tp in group.pending_offset_commits
+                            or self.has_pending_transactional_offsets(group.group_id, tp)):
                         continue
                     if skip_subscribed and group.is_subscribed_to_topic(tp[0]):
                         continue

@@ -4,11 +4,11 @@ The shard owns the group table, the switch that applies each record type, loadin
 path. The protocols work on its groups: classic/manager.py (JoinGroup, SyncGroup, Heartbeat,
 LeaveGroup, DescribeGroups) and offsets.py (OffsetCommit, OffsetFetch, OffsetDelete, retention).
 
-Sans-I/O. The shard gets requests, the injected clock, the shared timer and purgatories, and a
-``persist(partition, records, on_done)`` function; it answers through callbacks. Durable state —
+Sans-I/O. The shard gets requests, the injected clock, the shared timer and purgatories, and the
+runtime's ``persist`` functions (runtime.py); it answers through callbacks. Durable state —
 committed offsets and each group's persisted metadata (generation, protocol, leader, members with
 their subscriptions and assignments) — changes only by applying records of Kafka's
-__consumer_offsets format (records.py), through :meth:`GroupCoordinatorShard.apply`: the same code
+__consumer_offsets format (records.py), through :meth:`GroupCoordinatorShard.replay`: the same code
 for a live write (applied when ``persist`` reports success) and for the replay of the partition at
 startup. The rebalance in progress is in memory only, as in Kafka, and is rebuilt by clients
 after a restart.
@@ -16,7 +16,7 @@ after a restart.
 from __future__ import annotations
 
 import uuid
-from typing import Callable, Iterable
+from typing import Callable
 
 import structlog
 
@@ -32,6 +32,7 @@ from .consumer.manager import ConsumerGroupManager
 from .group import DEAD, EMPTY, GroupMetadata
 from .offsets import OffsetMetadataManager
 from .records import append_error
+from .runtime import NO_PRODUCER_ID, CoordinatorShard
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -61,20 +62,18 @@ class Stats:
 
 # ============================================================================ the shard
 
-class GroupCoordinatorShard:
+class GroupCoordinatorShard(CoordinatorShard):
     def __init__(self, partition: int, config, clock: Callable[[], int], timer: Timer,
                  heartbeat_purgatory: DelayedOperationPurgatory,
                  rebalance_purgatory: DelayedOperationPurgatory,
                  persist: Callable, topic_exists: Callable[[str, int], bool],
                  stats: Stats, new_uuid: Callable[[], object] = uuid.uuid4,
-                 topics=None) -> None:
-        self.partition = partition
+                 topics=None, persist_marker: Callable | None = None) -> None:
+        super().__init__(partition, clock, persist, persist_marker)
         self.config = config
-        self.clock = clock
         self.timer = timer
         self.heartbeat_purgatory = heartbeat_purgatory
         self.rebalance_purgatory = rebalance_purgatory
-        self._persist = persist
         self.topic_exists = topic_exists
         self.stats = stats
         self.new_uuid = new_uuid
@@ -84,36 +83,12 @@ class GroupCoordinatorShard:
         self.offsets = OffsetMetadataManager(self)
         self.classic = ClassicGroupManager(self)
         self.consumer = ConsumerGroupManager(self)
-        self.loading = False
-        self._load_started_ms: int | None = None
-        self._loaded_records = 0
 
-    # ------------------------------------------------------------------ persistence
-    def write(self, records: list, on_done: Callable[[BaseException | None], None]) -> None:
-        """Hand records to the broker's log; apply them once stored, then call ``on_done``."""
-        state = {"done": False}
-
-        def done(exc: BaseException | None = None) -> None:
-            if state["done"]:
-                return
-            state["done"] = True
-            if exc is None:
-                for key, value in records:
-                    try:
-                        self.apply(key, value)
-                    except Exception:
-                        log.exception("failed to apply a stored record", partition=self.partition)
-                self.consumer.settle_states()
-            on_done(exc)
-
-        try:
-            self._persist(self.partition, records, done)
-        except Exception as exc:  # the log refused synchronously
-            log.warning("coordinator write failed", partition=self.partition, error=str(exc))
-            done(exc)
-
-    def apply(self, key: bytes, value: bytes | None, replay: bool = False) -> None:
-        """Apply one __consumer_offsets record: a live write that was stored, or a replayed one."""
+    # ------------------------------------------------------------------ the state machine
+    def replay(self, key: bytes, value: bytes | None, replay: bool = False,
+               producer_id: int = NO_PRODUCER_ID) -> None:
+        """Apply one __consumer_offsets record: a live write that was stored, or a replayed one.
+        A transactional offset commit (``producer_id`` set) stays pending until its marker."""
         record_type = rec.record_type(key)
         if record_type in crec.RECORD_TYPES:
             self.consumer.replay(crec.decode_key(record_type, key), value, replay)
@@ -123,48 +98,35 @@ class GroupCoordinatorShard:
             return  # a record of another group type (share and streams groups): not ours
         if isinstance(k, rec.OffsetKey):
             offset = None if value is None else rec.decode_offset_commit_value(value)
-            self.offsets.replay(k.group, (k.topic, k.partition), offset, replay)
+            if producer_id != NO_PRODUCER_ID:
+                self.offsets.replay_transactional(producer_id, k.group, (k.topic, k.partition),
+                                                  offset, replay)
+            else:
+                self.offsets.replay(k.group, (k.topic, k.partition), offset, replay)
         else:
             metadata = None if value is None else rec.decode_group_metadata_value(value)
             self.classic.replay_group_metadata(k.group, metadata, replay)
 
+    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
+        self.offsets.replay_end_transaction(producer_id, commit)
+
+    def after_apply(self) -> None:
+        self.consumer.settle_states()
 
     # ------------------------------------------------------------------ loading
-    def begin_loading(self) -> None:
-        """Forget everything (the partition is about to be replayed from its log)."""
-        self.unload(E.NOT_COORDINATOR)
-        self.loading = True
-        self._load_started_ms = self.clock()
-        self._loaded_records = 0
-
-    def load(self, records: Iterable[tuple[bytes, bytes | None]]) -> int:
-        n = 0
-        for key, value in records:
-            try:
-                self.apply(key, value, replay=True)
-            except rec.RecordError as exc:
-                log.warning("skipped unreadable __consumer_offsets record",
-                            partition=self.partition, error=str(exc))
-            n += 1
-        self.consumer.settle_states()
-        self._loaded_records += n
-        return n
-
-    def finish_loading(self) -> None:
-        self.loading = False
+    def on_loaded(self) -> None:
         members = 0
         offsets = 0
         for group in self.groups.values():
             offsets += len(group.offsets)
             members += len(group.members)
             self._protocol(group).on_loaded(group)
-        took = self.clock() - (self._load_started_ms or self.clock())
         if self.groups or self._loaded_records:
             log.info("offsets loaded", partition=self.partition, groups=len(self.groups),
                      members=members, offsets=offsets, records=self._loaded_records,
-                     duration_ms=took)
+                     duration_ms=self.load_duration_ms)
 
-    def unload(self, error: ErrorCode = E.NOT_COORDINATOR) -> None:
+    def on_unload(self, error: ErrorCode = E.NOT_COORDINATOR) -> None:
         """Drop every group, answering whoever still waits with ``error``."""
         for group in list(self.groups.values()):
             if isinstance(group, ConsumerGroup):
@@ -173,6 +135,7 @@ class GroupCoordinatorShard:
                 self.classic.unload_group(group, error)
             group.state = DEAD
         self.groups.clear()
+        self.offsets.unload()
 
     def _protocol(self, group):
         return self.consumer if isinstance(group, ConsumerGroup) else self.classic

@@ -1,0 +1,216 @@
+"""What the group and the transaction coordinators share (Kafka's coordinator-common runtime).
+
+A coordinator is sharded over the partitions of its internal topic (``__consumer_offsets``,
+``__transaction_state``): the key (a group id, a transactional id) hashes to a partition, and
+the shard of that partition owns the key's state. Both coordinators get from here:
+
+* routing: ``partition_for(key)`` and ``shard_for(key)`` (Java's hashCode, as Kafka);
+* loading: a shard replays its partition at start and answers COORDINATOR_LOAD_IN_PROGRESS
+  meanwhile (``begin_loading`` / ``load`` / ``finish_loading``);
+* the write path: :meth:`CoordinatorShard.write` persists records, applies them with the same
+  code as the replay, and only then calls back; :meth:`CoordinatorShard.write_marker` writes a
+  transaction marker into the partition (transactional offset commits end with one);
+* the keyed timer (coordinator_timer.py).
+
+Sans-I/O: the broker supplies ``persist(partition, records, on_done, producer=None)`` (records
+are ``(key, value)`` bytes; ``producer`` is ``(producer_id, producer_epoch)`` for a transactional
+write) and ``persist_marker(partition, producer_id, producer_epoch, commit, coordinator_epoch,
+on_done)``; each calls ``on_done(None)`` once stored or ``on_done(exc)``.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, NamedTuple
+
+import structlog
+
+from protocol.errors import ErrorCode
+
+from .hashing import partition_for
+
+log = structlog.get_logger("broker.coordinator")
+
+E = ErrorCode
+_PARTITION_CACHE_SIZE = 100_000
+NO_PRODUCER_ID = -1
+
+
+class EndMarker(NamedTuple):
+    """A transaction marker met while loading a partition (a control batch)."""
+
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+
+
+def _stored_now(partition, producer_id, producer_epoch, commit, coordinator_epoch,
+                on_done) -> None:
+    on_done(None)
+
+
+class CoordinatorShard:
+    """One partition's state machine. Subclasses implement :meth:`replay` (and
+    :meth:`replay_end_transaction` when they take transactional writes) and may hook
+    :meth:`after_apply`, :meth:`on_loaded` and :meth:`on_unload`."""
+
+    def __init__(self, partition: int, clock: Callable[[], int], persist: Callable,
+                 persist_marker: Callable | None = None) -> None:
+        self.partition = partition
+        self.clock = clock
+        self._persist = persist
+        self._persist_marker = persist_marker or _stored_now
+        self.loading = False
+        self._load_started_ms: int | None = None
+        self._loaded_records = 0
+
+    # ------------------------------------------------------------------ the state machine
+    def replay(self, key: bytes, value: bytes | None, replay: bool,
+               producer_id: int = NO_PRODUCER_ID) -> None:
+        raise NotImplementedError
+
+    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
+        """A transaction marker: pending transactional records become real or vanish."""
+
+    def after_apply(self) -> None:
+        """Called after a batch of records was applied (live or loaded)."""
+
+    def on_loaded(self) -> None:
+        """Called once the partition is replayed, before the shard answers requests."""
+
+    def on_unload(self, error: ErrorCode) -> None:
+        """Drop the state, answering whoever waits with ``error``."""
+
+    # ------------------------------------------------------------------ the write path
+    def write(self, records: list, on_done: Callable[[BaseException | None], None],
+              producer: tuple[int, int] | None = None) -> None:
+        """Persist ``records``; once stored apply them, then ``on_done(None)``; on failure
+        ``on_done(exc)`` with nothing applied. ``producer`` makes it a transactional write whose
+        records stay pending until the transaction's marker."""
+        state = {"done": False}
+        producer_id = NO_PRODUCER_ID if producer is None else producer[0]
+
+        def done(exc: BaseException | None = None) -> None:
+            if state["done"]:
+                return
+            state["done"] = True
+            if exc is None:
+                for key, value in records:
+                    try:
+                        self.replay(key, value, False, producer_id)
+                    except Exception:
+                        log.exception("failed to apply a stored record", partition=self.partition)
+                self.after_apply()
+            on_done(exc)
+
+        try:
+            if producer is None:
+                self._persist(self.partition, records, done)
+            else:
+                self._persist(self.partition, records, done, producer=producer)
+        except Exception as exc:  # the log refused synchronously
+            log.warning("coordinator write failed", partition=self.partition, error=str(exc))
+            done(exc)
+
+    def write_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                     coordinator_epoch: int,
+                     on_done: Callable[[BaseException | None], None]) -> None:
+        """Write a COMMIT/ABORT marker for ``producer_id`` and apply it once stored."""
+        state = {"done": False}
+
+        def done(exc: BaseException | None = None) -> None:
+            if state["done"]:
+                return
+            state["done"] = True
+            if exc is None:
+                self.replay_end_transaction(producer_id, commit)
+                self.after_apply()
+            on_done(exc)
+
+        try:
+            self._persist_marker(self.partition, producer_id, producer_epoch, commit,
+                                 coordinator_epoch, done)
+        except Exception as exc:
+            log.warning("coordinator marker write failed", partition=self.partition,
+                        error=str(exc))
+            done(exc)
+
+    # ------------------------------------------------------------------ loading
+    def begin_loading(self) -> None:
+        """Forget everything (the partition is about to be replayed from its log)."""
+        self.on_unload(E.NOT_COORDINATOR)
+        self.loading = True
+        self._load_started_ms = self.clock()
+        self._loaded_records = 0
+
+    def load(self, entries: Iterable) -> int:
+        """Replay ``(key, value)`` or ``(key, value, producer_id)`` records and EndMarkers."""
+        n = 0
+        for entry in entries:
+            try:
+                if isinstance(entry, EndMarker):
+                    self.replay_end_transaction(entry.producer_id, entry.commit)
+                elif len(entry) == 3:
+                    self.replay(entry[0], entry[1], True, entry[2])
+                else:
+                    self.replay(entry[0], entry[1], True)
+            except ValueError as exc:
+                log.warning("skipped an unreadable coordinator record",
+                            partition=self.partition, error=str(exc))
+            n += 1
+        self.after_apply()
+        self._loaded_records += n
+        return n
+
+    def finish_loading(self) -> None:
+        self.loading = False
+        self.on_loaded()
+
+    @property
+    def load_duration_ms(self) -> int:
+        return self.clock() - (self._load_started_ms or self.clock())
+
+    def unload(self, error: ErrorCode = E.NOT_COORDINATOR) -> None:
+        self.on_unload(error)
+
+
+class CoordinatorRuntime:
+    """Routes keys to shards and drives their loading; ``shards[p]`` owns partition ``p``."""
+
+    def __init__(self, num_partitions: int, make_shard: Callable[[int], CoordinatorShard]):
+        self.num_partitions = num_partitions
+        self._partitions: dict[str, int] = {}  # key -> partition: hashing is per request
+        self.shards = [make_shard(p) for p in range(num_partitions)]
+
+    def partition_for(self, key: str) -> int:
+        partition = self._partitions.get(key)
+        if partition is None:
+            if len(self._partitions) >= _PARTITION_CACHE_SIZE:
+                self._partitions.clear()
+            partition = self._partitions[key] = partition_for(key, self.num_partitions)
+        return partition
+
+    def shard_for(self, key: str):
+        """On every request: one dict lookup for a key seen before."""
+        partition = self._partitions.get(key)
+        if partition is None:
+            partition = self.partition_for(key)
+        return self.shards[partition]
+
+    @property
+    def shards_loading(self) -> set[int]:
+        return {shard.partition for shard in self.shards if shard.loading}
+
+    def is_loading(self, key: str) -> bool:
+        return self.shard_for(key).loading
+
+    def begin_loading(self, partition: int) -> None:
+        self.shards[partition].begin_loading()
+
+    def load(self, partition: int, entries: Iterable) -> int:
+        return self.shards[partition].load(entries)
+
+    def finish_loading(self, partition: int) -> None:
+        self.shards[partition].finish_loading()
+
+    def unload_all(self, error: ErrorCode = E.NOT_COORDINATOR) -> None:
+        for shard in self.shards:
+            shard.unload(error)
