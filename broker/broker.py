@@ -12,7 +12,9 @@ from .offsets_topic import build_coordinator, load_all
 from .metrics import Metrics
 from .server import Server
 from .timer import AsyncioTimerDriver
-from .topics import OFFSETS_TOPIC, TopicManager
+from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager
+from .transaction_state_topic import (TRANSACTION_STATE_CONFIGS, build_transaction_coordinator,
+                                      load_all as load_transactions)
 
 log = structlog.get_logger("broker")
 
@@ -38,6 +40,7 @@ class Broker:
         self.fetches = FetchPurgatory(self)
         self.coordinator = build_coordinator(self)
         self.coordinator.stats.on_group_stable = self.metrics.group_stable
+        self.transactions = build_transaction_coordinator(self)
 
     def advertised(self, listener: str) -> tuple[str, int]:
         """(host, port) clients should use for this broker when connected via listener."""
@@ -53,10 +56,15 @@ class Broker:
             self.topics.create(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"],
                                {"cleanup.policy": "compact", "segment.bytes": "104857600"},
                                internal=True)
+        if self.topics.get(TRANSACTION_STATE_TOPIC) is None:
+            self.topics.create(TRANSACTION_STATE_TOPIC,
+                               self.config["transaction.state.log.num.partitions"],
+                               dict(TRANSACTION_STATE_CONFIGS), internal=True)
         self.next_producer_id = max(self.next_producer_id, self._max_producer_id() + 1)
         await self.server.start()
         await self.metrics.serve()
         await load_all(self)
+        await load_transactions(self)
         self._schedule_log_maintenance()
         self.ready = True
         log.info("broker started", node_id=self.node_id,
@@ -120,6 +128,7 @@ class Broker:
         # answer what waits (long-poll fetches, joins and syncs) so in-flight requests finish
         self.fetches.complete_all()
         self.coordinator.close()
+        self.transactions.close()
         await self.server.stop()
         self.timer_driver.stop()
         self.metrics.stop()

@@ -135,6 +135,19 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "Largest group.consumer.assignment.interval.ms allowed."),
     Setting("group.consumer.assignors", _assignors, ("uniform", "range"),
             "Server-side assignors of consumer groups; the first is the default."),
+    Setting("transaction.state.log.num.partitions", int, 50,
+            "Partitions of __transaction_state = transaction coordinator shards."),
+    Setting("transaction.max.timeout.ms", int, 900000,
+            "Largest transaction.timeout.ms a producer may ask for."),
+    Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10000,
+            "How often transactions past their timeout are looked for and aborted."),
+    Setting("transactional.id.expiration.ms", int, 604800000,
+            "A transactional id without a transaction for this long is forgotten."),
+    Setting("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3600000,
+            "How often expired transactional ids are removed."),
+    Setting("transaction.partition.verification.enable", _bool, True,
+            "Check with the transaction coordinator that a partition is part of the "
+            "transaction before appending transactional batches (KIP-890)."),
     Setting("metrics.port", int, 9404, "HTTP port for /metrics, /health and /ready (0 = off)."),
     Setting("metrics.host", _str, "127.0.0.1", "Address the metrics endpoint binds."),
     Setting("log.format", _str, "auto", "auto (console on a terminal, JSON otherwise), console or json."),
@@ -215,7 +228,9 @@ class BrokerConfig:
         if unknown or "classic" not in self["group.coordinator.rebalance.protocols"]:
             raise ConfigError("group.coordinator.rebalance.protocols must include classic and "
                               f"may add consumer; unknown: {sorted(unknown)}")
-        for name in ("num.partitions", "offsets.topic.num.partitions", "socket.request.max.bytes",
+        for name in ("num.partitions", "offsets.topic.num.partitions",
+                     "transaction.state.log.num.partitions", "transaction.max.timeout.ms",
+                     "socket.request.max.bytes",
                      "message.max.bytes", "queued.max.requests", "max.connections"):
             if self[name] < 1:
                 raise ConfigError(f"{name} must be at least 1, got {self[name]}")

@@ -14,6 +14,7 @@ from .log import LogConfig, LogManager
 from .producer_state import ProducerStateTable
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 MAX_TOPIC_NAME = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 

@@ -17,7 +17,8 @@ _MODULES = [
     "create_topics", "delete_topics", "init_producer_id", "describe_configs",
     "create_partitions", "describe_cluster", "delete_records", "alter_configs",
     "incremental_alter_configs", "describe_log_dirs", "describe_acls", "create_acls",
-    "delete_acls", "describe_producers",
+    "delete_acls", "describe_producers", "add_partitions_to_txn", "add_offsets_to_txn",
+    "end_txn", "txn_offset_commit", "describe_transactions", "list_transactions",
 ]
 
 

@@ -32,12 +32,15 @@ FINALIZED_FEATURES_EPOCH = 1
 
 def features(config) -> tuple[list, list]:
     """(supported, finalized) feature levels. ``group.version`` 1 means the consumer group
-    protocol (KIP-848) is served."""
+    protocol (KIP-848) is served; ``transaction.version`` 2 that transactions bump the producer
+    epoch at every end and add partitions implicitly (KIP-890), as on Kafka 4.3."""
     supported_cls = ApiVersionsResponse.SupportedFeatureKey
     finalized_cls = ApiVersionsResponse.FinalizedFeatureKey
     group_version = 1 if "consumer" in config["group.coordinator.rebalance.protocols"] else 0
-    supported = [supported_cls(name="group.version", min_version=0, max_version=1)]
-    finalized = []
+    supported = [supported_cls(name="group.version", min_version=0, max_version=1),
+                 supported_cls(name="transaction.version", min_version=0, max_version=2)]
+    finalized = [finalized_cls(name="transaction.version", min_version_level=2,
+                               max_version_level=2)]
     if group_version:
         finalized.append(finalized_cls(name="group.version", min_version_level=group_version,
                                        max_version_level=group_version))

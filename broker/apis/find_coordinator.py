@@ -1,7 +1,7 @@
-"""FindCoordinator: every group's coordinator shard lives in this broker.
+"""FindCoordinator: every group's and every transactional id's coordinator lives in this broker.
 
-The shard is abs(java_hashcode(group_id)) % offsets.topic.num.partitions; the answer is always
-this node. Transaction coordinators (key type 1) do not exist here.
+The shard is abs(java_hashcode(key)) % the partitions of __consumer_offsets (groups, key type 0)
+or of __transaction_state (transactional ids, key type 1); the answer is always this node.
 """
 from __future__ import annotations
 
@@ -16,8 +16,13 @@ Coordinator = FindCoordinatorResponse.Coordinator
 
 
 def _answer(broker, ctx, key: str, key_type: int) -> tuple[int, str | None]:
+    if key_type == TRANSACTION:
+        return ErrorCode.NONE, None
     if key_type != GROUP:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported"
+        return ErrorCode.INVALID_REQUEST, (
+            "This most likely occurs because of a request being malformed by the client library "
+            "or the message was sent to an incompatible broker. See the broker logs for more "
+            "details.")
     if not key:
         return ErrorCode.INVALID_REQUEST, "group id must not be empty"
     return ErrorCode.NONE, None

@@ -1,7 +1,5 @@
-"""InitProducerId: ids for idempotent producers (the Java client and librdkafka ask first).
-
-Transactional ids are refused: this broker has no transaction coordinator.
-"""
+"""InitProducerId: ids for idempotent producers, and for transactional ones the transaction
+coordinator's answer (a new epoch that fences older producers of the same transactional id)."""
 from __future__ import annotations
 
 from protocol.errors import ErrorCode
@@ -10,22 +8,37 @@ from protocol.messages import InitProducerIdResponse
 NAME = "InitProducerId"
 VERSIONS = (0, 5)
 
+E = ErrorCode
+
 
 def handle(broker, ctx, request, respond) -> None:
-    if request.transactional_id is not None:
-        respond(InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                       producer_id=-1, producer_epoch=-1))
+    version = ctx.api_version
+    producer_id = request.producer_id if version >= 3 else -1
+    producer_epoch = request.producer_epoch if version >= 3 else -1
+    if (producer_id == -1) != (producer_epoch == -1):
+        respond(InitProducerIdResponse(error_code=E.INVALID_REQUEST, producer_id=-1,
+                                       producer_epoch=-1))
         return
-    if request.producer_id >= 0 and request.producer_epoch >= 0:
+    if request.transactional_id is not None:
+        def answer(error, pid, epoch) -> None:
+            if version < 4 and error == E.PRODUCER_FENCED:
+                error = E.INVALID_PRODUCER_EPOCH  # older clients do not know PRODUCER_FENCED
+            respond(InitProducerIdResponse(error_code=error, producer_id=pid,
+                                           producer_epoch=epoch))
+
+        broker.transactions.init_producer_id(
+            request.transactional_id, request.transaction_timeout_ms,
+            None if producer_id == -1 else (producer_id, producer_epoch), answer)
+        return
+    if producer_id >= 0:
         # an idempotent producer bumping its epoch after an error (KIP-360)
-        if request.producer_epoch >= 32766:
-            respond(InitProducerIdResponse(error_code=ErrorCode.NONE,
+        if producer_epoch >= 32766:
+            respond(InitProducerIdResponse(error_code=E.NONE,
                                            producer_id=broker.allocate_producer_id(),
                                            producer_epoch=0))
         else:
-            respond(InitProducerIdResponse(error_code=ErrorCode.NONE,
-                                           producer_id=request.producer_id,
-                                           producer_epoch=request.producer_epoch + 1))
+            respond(InitProducerIdResponse(error_code=E.NONE, producer_id=producer_id,
+                                           producer_epoch=producer_epoch + 1))
         return
-    respond(InitProducerIdResponse(error_code=ErrorCode.NONE,
+    respond(InitProducerIdResponse(error_code=E.NONE,
                                    producer_id=broker.allocate_producer_id(), producer_epoch=0))

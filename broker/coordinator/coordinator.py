@@ -453,6 +453,28 @@ class GroupCoordinator(CoordinatorRuntime):
             return
         shard.offsets.commit(request, api_version, partitions, answer)
 
+    # ================================================================== TxnOffsetCommit
+    def txn_offset_commit(self, request, api_version: int, partitions: list,
+                          respond: Callable) -> None:
+        """Offsets of a transaction (the transaction coordinator verified it first):
+        ``partitions`` as for OffsetCommit; ``respond({(topic, partition): error})``."""
+        shard = self.shard_for(request.group_id)
+        if shard.loading:
+            respond({(t, p): err or E.COORDINATOR_LOAD_IN_PROGRESS
+                     for t, p, _o, _e, _md, err in partitions})
+            return
+        shard.offsets.txn_commit(request, api_version, partitions, respond)
+
+    def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int,
+                             commit: bool, coordinator_epoch: int, on_done) -> None:
+        """The transaction coordinator ends a transaction that committed offsets here: write its
+        marker into the partition, after which the offsets are committed or dropped."""
+        shard = self.shards[partition]
+        if shard.loading:
+            on_done(RuntimeError("coordinator loading"))
+            return
+        shard.write_marker(producer_id, producer_epoch, commit, coordinator_epoch, on_done)
+
     # ================================================================== OffsetFetch
     def offset_fetch(self, request, api_version: int, context, respond: Callable) -> None:
         if api_version >= 8:

@@ -29,7 +29,7 @@ class FakeLog:
         self.pending: list = []
         self.writes = 0
 
-    def persist(self, partition, records, on_done) -> None:
+    def persist(self, partition, records, on_done, producer=None) -> None:
         self.writes += 1
         if self.fail_with is not None:
             on_done(self.fail_with)

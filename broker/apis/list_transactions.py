@@ -1,0 +1,22 @@
+"""ListTransactions: the transactional ids this coordinator knows, filtered by state, producer
+id, how long they have run (v1) and a regular expression on the id (v2)."""
+from __future__ import annotations
+
+from protocol.messages import ListTransactionsResponse
+
+NAME = "ListTransactions"
+VERSIONS = (0, 2)
+
+State = ListTransactionsResponse.TransactionState
+
+
+def handle(broker, ctx, request, respond) -> None:
+    version = ctx.api_version
+    error, unknown, rows = broker.transactions.list_transactions(
+        request.producer_id_filters, request.state_filters,
+        request.duration_filter if version >= 1 else -1,
+        request.transactional_id_pattern if version >= 2 else None)
+    respond(ListTransactionsResponse(
+        error_code=int(error), unknown_state_filters=unknown,
+        transaction_states=[State(transactional_id=tid, producer_id=pid, transaction_state=state)
+                            for tid, pid, state in rows]))

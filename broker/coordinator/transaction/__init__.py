@@ -1,0 +1,5 @@
+"""The transaction coordinator (KIP-98, with KIP-890's transaction version 2), sharded over the
+partitions of ``__transaction_state`` on the runtime it shares with the group coordinator."""
+from .coordinator import TransactionCoordinator, TransactionConfig
+
+__all__ = ["TransactionCoordinator", "TransactionConfig"]

@@ -1,0 +1,35 @@
+"""The transaction coordinator's storage: partition N of ``__transaction_state`` belongs to
+shard N, and markers go straight into the partitions of each transaction (txn_markers.py)."""
+from __future__ import annotations
+
+from . import coordinator_log
+from .coordinator.transaction import TransactionCoordinator
+from .topics import TRANSACTION_STATE_TOPIC
+
+TRANSACTION_STATE_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
+
+
+def build_transaction_coordinator(broker) -> TransactionCoordinator:
+    def write_markers(producer_id, producer_epoch, commit, coordinator_epoch, partitions):
+        from .txn_markers import write_txn_markers
+        return write_txn_markers(broker, producer_id, producer_epoch, commit,
+                                 coordinator_epoch, partitions)
+
+    def partition_exists(topic: str, partition: int) -> bool:
+        return broker.topics.partition(topic, partition) is not None
+
+    return TransactionCoordinator(
+        broker.config, broker.clock, broker.timer,
+        coordinator_log.partition_writer(broker, TRANSACTION_STATE_TOPIC),
+        write_markers=write_markers,
+        write_group_marker=broker.coordinator.complete_transaction,
+        allocate_producer_id=broker.allocate_producer_id,
+        partition_exists=partition_exists,
+        group_partition_for=broker.coordinator.partition_for)
+
+
+async def load_all(broker) -> None:
+    await coordinator_log.load_all(broker, broker.transactions, TRANSACTION_STATE_TOPIC)
+    broker.next_producer_id = max(broker.next_producer_id,
+                                  broker.transactions.max_producer_id() + 1)
+
