@@ -7,6 +7,7 @@ import time
 import structlog
 
 from .config import BrokerConfig
+from .coordinator_log import begin_loading_all
 from .fetch_purgatory import FetchPurgatory
 from .offsets_topic import build_coordinator, load_all
 from .metrics import Metrics
@@ -61,6 +62,10 @@ class Broker:
                                self.config["transaction.state.log.num.partitions"],
                                dict(TRANSACTION_STATE_CONFIGS), internal=True)
         self.next_producer_id = max(self.next_producer_id, self._max_producer_id() + 1)
+        # every coordinator shard answers COORDINATOR_LOAD_IN_PROGRESS from the first request on,
+        # until its partition is replayed
+        begin_loading_all(self, self.coordinator, OFFSETS_TOPIC)
+        begin_loading_all(self, self.transactions, TRANSACTION_STATE_TOPIC)
         await self.server.start()
         await self.metrics.serve()
         await load_all(self)

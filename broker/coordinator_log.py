@@ -76,11 +76,16 @@ def read_entries(partition_log):
                 yield record.key, record.value, producer_id
 
 
-async def load_all(broker, runtime, topic: str) -> int:
-    """Replay every partition of ``topic`` into ``runtime``'s shards."""
-    partitions = broker.topics.get(topic).partitions
-    for partition in partitions:
+def begin_loading_all(broker, runtime, topic: str) -> None:
+    """Mark every shard as loading: called before the listeners accept, so that no request is
+    answered from a shard that has not replayed its partition yet."""
+    for partition in broker.topics.get(topic).partitions:
         runtime.begin_loading(partition.index)
+
+
+async def load_all(broker, runtime, topic: str) -> int:
+    """Replay every partition of ``topic`` into ``runtime``'s shards (already loading)."""
+    partitions = broker.topics.get(topic).partitions
     started = time.monotonic()
     total = 0
     for partition in partitions:
