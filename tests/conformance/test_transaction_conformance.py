@@ -26,6 +26,7 @@ import pytest
 from protocol.errors import ErrorCode as E
 from protocol.messages import (
     AddOffsetsToTxnRequest,
+    ApiVersionsRequest,
     AddPartitionsToTxnRequest,
     DescribeProducersRequest,
     DescribeTransactionsRequest,
@@ -163,6 +164,20 @@ def partition_for(group: str) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % OFFSETS_PARTITIONS
 
 
+_ADVERTISED: dict[int, dict[int, tuple[int, int]]] = {}
+
+
+def advertised(client: RawClient) -> dict[int, tuple[int, int]]:
+    """{api key: (min, max)} of the broker behind ``client`` (asked once per broker)."""
+    port = client.sock.getpeername()[1]
+    if port not in _ADVERTISED:
+        response = client.call(ApiVersionsRequest(client_software_name="conformance",
+                                                  client_software_version="1"), 3)
+        _ADVERTISED[port] = {k.api_key: (k.min_version, k.max_version)
+                             for k in response.api_keys}
+    return _ADVERTISED[port]
+
+
 def topic_id(client: RawClient, name: str) -> uuid.UUID:
     meta = client.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)],
                                        allow_auto_topic_creation=False), 12)
@@ -233,8 +248,11 @@ class Producer:
     def produce(self, topic: str, partition: int, values, version: int | None = None,
                 epoch: int | None = None, sequence: int | None = None,
                 producer_id: int | None = None, transactional_id: str | None = ""):
-        """One transactional batch -> the partition's answer; the sequence advances on NONE."""
+        """One transactional batch -> the partition's answer; the sequence advances on NONE.
+        The version is capped at the broker's highest, as a client negotiates it: the Java
+        client sends v13 where the broker has it, v12 elsewhere."""
         version = self.versions["produce"] if version is None else version
+        version = min(version, advertised(self.client)[ProduceRequest.api_key][1])
         key = (topic, partition)
         base_sequence = self.sequences.get(key, 0) if sequence is None else sequence
         # the time now: a record older than segment.ms (7 days) than the next would make Kafka
@@ -412,7 +430,29 @@ def fenced(version: int, new_code_from: int) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# FindCoordinator and InitProducerId
+# ApiVersions, FindCoordinator and InitProducerId
+
+def test_api_versions_of_the_transaction_apis(target, client):
+    versions = advertised(client)
+    expected = {
+        InitProducerIdRequest: (0, 5),        # v6 (two-phase commit) is not advertised yet
+        AddPartitionsToTxnRequest: (0, 5),
+        AddOffsetsToTxnRequest: (0, 4),
+        EndTxnRequest: (0, 5),
+        TxnOffsetCommitRequest: (0, 5),
+        DescribeTransactionsRequest: (0, 0),
+        ListTransactionsRequest: (0, 2),
+        DescribeProducersRequest: (0, 0),
+    }
+    assert {r.__name__: versions.get(r.api_key) for r in expected} == {
+        r.__name__: v for r, v in expected.items()}
+    assert versions[ProduceRequest.api_key][1] >= 12          # transaction version 2 needs 12
+    response = client.call(ApiVersionsRequest(client_software_name="conformance",
+                                              client_software_version="1"), 3)
+    finalized = {f.name: (f.min_version_level, f.max_version_level)
+                 for f in response.finalized_features}
+    assert finalized["transaction.version"] == (2, 2)
+
 
 def test_find_coordinator_for_transactional_ids(target, client):
     meta = client.call(MetadataRequest(topics=[], allow_auto_topic_creation=False), 12)
@@ -691,7 +731,7 @@ def test_tv2_commit_then_abort(target, client, topic):
 
 
 def test_tv1_requests_on_a_tv2_transaction(target, client, topic):
-    """A transaction begun by Produce v13 still takes AddPartitionsToTxn v3 and
+    """A transaction begun by Produce v12+ still takes AddPartitionsToTxn v3 and
     AddOffsetsToTxn v3 (Kafka does not refuse the older flow), and EndTxn v5 still bumps."""
     producer = Producer(client, dict(JAVA, add_partitions=3, add_offsets=3))
     init = producer.init()
