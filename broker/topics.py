@@ -10,8 +10,11 @@ import os
 import re
 import uuid
 
+from protocol.errors import ErrorCode
+
 from .log import LogConfig, LogManager
 from .producer_state import ProducerStateTable
+from .txn_markers import end_marker_batch
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -104,6 +107,10 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
 
 
 class Partition:
+    """One topic partition: its log and its producers' state, which together give the last
+    stable offset (``log.last_stable_offset``) and the aborted transactions
+    (``log.txn_index``)."""
+
     __slots__ = ("topic", "index", "log", "producers")
 
     def __init__(self, topic: "Topic", index: int, log) -> None:
@@ -111,6 +118,55 @@ class Partition:
         self.index = index
         self.log = log
         self.producers = ProducerStateTable()
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log.last_stable_offset
+
+    def append_batch(self, records, batch, *, verification=None,
+                     log_append_time: int | None = None):
+        """Append one validated batch (``records``, parsed as ``batch``) as the leader, with the
+        producer checks: (error code, first offset, duplicate). A duplicate (the metadata of the
+        batch it repeats, not appended again) answers its original first offset; an error -1.
+        ``verification`` is the guard a transactional Produce got for this partition
+        (``ProducerStateTable.start_verification``)."""
+        if batch.producer_id < 0:
+            return ErrorCode.NONE, self.log.append(
+                records, log_append_time=log_append_time).first_offset, None
+        producers = self.producers
+        code, duplicate = producers.check(batch, verification)
+        if code:
+            return code, -1, None
+        if duplicate is not None:
+            return ErrorCode.NONE, duplicate.first_offset, duplicate
+        log = self.log
+        first_offset = log.append(records, log_append_time=log_append_time).first_offset
+        timestamp = batch.max_timestamp if log_append_time is None else log_append_time
+        if producers.update(batch, first_offset, timestamp):
+            log.first_unstable_offset = producers.first_unstable_offset()
+        return ErrorCode.NONE, first_offset, None
+
+    def write_end_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                         coordinator_epoch: int, timestamp: int,
+                         transaction_version: int = 2) -> int:
+        """Append a COMMIT or ABORT marker and end the producer's transaction here: the first
+        unstable offset moves, an aborted transaction enters the aborted index. Returns the
+        error code (nothing is written on an error)."""
+        producers = self.producers
+        code = producers.check_marker(producer_id, producer_epoch, coordinator_epoch,
+                                      transaction_version)
+        if code:
+            return code
+        log = self.log
+        offset = log.append(end_marker_batch(producer_id, producer_epoch, commit,
+                                             coordinator_epoch, timestamp)).first_offset
+        ended = producers.complete(producer_id, producer_epoch, coordinator_epoch, offset,
+                                   timestamp)
+        if ended is not None:
+            if not commit:
+                log.txn_index.append(producer_id, ended[0], offset, ended[1])
+            log.first_unstable_offset = producers.first_unstable_offset()
+        return ErrorCode.NONE
 
 
 class Topic:

@@ -1,5 +1,6 @@
-"""DescribeProducers: the idempotent producers a partition knows (kafka-transactions.sh
-describe-producers, and admin clients looking for hung producers)."""
+"""DescribeProducers: the idempotent and transactional producers a partition knows
+(kafka-transactions.sh describe-producers, and admin clients looking for hung transactions: an
+open one shows its first offset as current_txn_start_offset)."""
 from __future__ import annotations
 
 from protocol.errors import ErrorCode
@@ -29,12 +30,11 @@ def handle(broker, ctx, request, respond) -> None:
                 continue
             active = []
             for producer_id, entry in partition.producers.producers.items():
-                last = entry.batches[-1] if entry.batches else None
                 active.append(ProducerState(
                     producer_id=producer_id, producer_epoch=entry.epoch,
-                    last_sequence=last.last_seq if last else -1,
-                    last_timestamp=last.timestamp if last else -1,
-                    coordinator_epoch=-1, current_txn_start_offset=-1))
+                    last_sequence=entry.last_seq, last_timestamp=entry.last_timestamp,
+                    coordinator_epoch=entry.coordinator_epoch,
+                    current_txn_start_offset=entry.txn_first_offset))
             partitions.append(PartitionResponse(partition_index=index,
                                                 error_code=ErrorCode.NONE, error_message=None,
                                                 active_producers=active))

@@ -1,5 +1,10 @@
 """Fetch: read whole batches from each partition; long-poll through the fetch purgatory.
 
+isolation_level 1 (read_committed) reads only below the last stable offset and gets the aborted
+transactions overlapping what it read, so the consumer can drop their records; every fetch
+reports the last stable offset. A read_committed long-poll is woken by transaction markers
+(they move the last stable offset) as by appends.
+
 No fetch sessions: every response carries session id 0, which tells clients to send full
 requests (as against a Kafka broker with the session cache disabled).
 """
@@ -15,6 +20,7 @@ VERSIONS = (4, 12)
 
 TopicData = FetchResponse.FetchableTopicResponse
 PartitionData = FetchResponse.PartitionData
+AbortedTransaction = FetchResponse.AbortedTransaction
 EMPTY = b""
 
 
@@ -45,11 +51,20 @@ def read(broker, request) -> tuple[list, int, bool]:
                 continue
             log = topic.partitions[index].log
             hw = log.log_end_offset
-            error = ErrorCode.NONE
-            records = EMPTY
+            lso = log.last_stable_offset
+            aborted = None
             try:
                 limit = min(fp.partition_max_bytes, remaining)
-                records = log.read(fp.fetch_offset, limit, min_one_message=total == 0)
+                if uncommitted:
+                    records = log.read(fp.fetch_offset, limit, min_one_message=total == 0)
+                else:
+                    offset = fp.fetch_offset
+                    records = log.read(offset, limit, min_one_message=total == 0,
+                                       max_offset=lso if lso < hw else None)
+                    aborted = [] if offset >= lso else [
+                        AbortedTransaction(producer_id=txn.producer_id,
+                                           first_offset=txn.first_offset)
+                        for txn in log.aborted_transactions(offset, len(records))]
             except OffsetOutOfRange:
                 # the client resets its position with ListOffsets
                 errors = True
@@ -59,10 +74,9 @@ def read(broker, request) -> tuple[list, int, bool]:
             total += size
             remaining = max(0, remaining - size)
             parts.append(PartitionData(
-                partition_index=index, error_code=error, high_watermark=hw,
-                last_stable_offset=hw, log_start_offset=log.log_start_offset,
-                aborted_transactions=None if uncommitted else [], preferred_read_replica=-1,
-                records=records))
+                partition_index=index, error_code=ErrorCode.NONE, high_watermark=hw,
+                last_stable_offset=lso, log_start_offset=log.log_start_offset,
+                aborted_transactions=aborted, preferred_read_replica=-1, records=records))
         out.append(TopicData(topic=ft.topic, partitions=parts))
     return out, total, errors
 

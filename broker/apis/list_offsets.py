@@ -1,5 +1,9 @@
 """ListOffsets: earliest (-2), latest (-1, the high watermark), max timestamp (-3), earliest
-local (-4) and the first offset whose timestamp is at or after a given time."""
+local (-4) and the first offset whose timestamp is at or after a given time.
+
+A consumer's request (replica id -1) sees only what it may fetch: with read_committed, latest is
+the last stable offset, and a timestamp lookup whose answer is at or above it finds nothing
+(-1, -1), as Kafka answers."""
 from __future__ import annotations
 
 from protocol.errors import ErrorCode
@@ -14,12 +18,14 @@ TopicResult = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionResult = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
-def lookup(log, timestamp: int) -> tuple[int, int]:
-    """(timestamp, offset) answering a ListOffsets query on one partition log."""
-    if timestamp == LATEST:
-        return -1, log.log_end_offset
+def lookup(log, timestamp: int, committed: bool = False) -> tuple[int, int]:
+    """(timestamp, offset) answering a ListOffsets query on one partition log; ``committed``
+    for a read_committed consumer."""
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return -1, log.log_start_offset
+    fetchable = log.last_stable_offset if committed else log.log_end_offset
+    if timestamp == LATEST:
+        return -1, fetchable
     if timestamp == LATEST_TIERED:
         return -1, -1
     if timestamp == MAX_TIMESTAMP:
@@ -29,10 +35,13 @@ def lookup(log, timestamp: int) -> tuple[int, int]:
     if found is None:
         return -1, -1
     offset, ts = found
+    if offset >= fetchable:
+        return -1, -1
     return ts, offset
 
 
 def handle(broker, ctx, request, respond) -> None:
+    committed = request.isolation_level == 1 and request.replica_id == -1
     results = []
     for t in request.topics:
         topic = broker.topics.get(t.name)
@@ -44,7 +53,7 @@ def handle(broker, ctx, request, respond) -> None:
                     partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
-            ts, offset = lookup(topic.partitions[index].log, p.timestamp)
+            ts, offset = lookup(topic.partitions[index].log, p.timestamp, committed)
             parts.append(PartitionResult(partition_index=index, error_code=ErrorCode.NONE,
                                          timestamp=ts, offset=offset, leader_epoch=0))
         results.append(TopicResult(name=t.name, partitions=parts))

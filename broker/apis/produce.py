@@ -1,12 +1,23 @@
-"""Produce: validate each partition's record batches, check idempotent sequences, append.
+"""Produce: validate each partition's record batch, check producer state, append.
 
 acks 1 and -1 are the same on a single replica; acks 0 sends no response at all.
+
+Transactional records need the request's transactional id (else the whole request fails with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and come from one producer (else every partition gets
+INVALID_PRODUCER_ID_MAPPING). A partition where the producer's transaction is not open yet is
+verified with the transaction coordinator first (``broker.transactions.verify_produce``; from v12
+that adds the partition to the transaction), and the request is answered once every partition is
+settled. Until then, later Produce requests on the same connection wait their turn, as on Kafka,
+which reads one request per connection at a time. A request without a transactional id takes
+the same path as before transactions: no verification, no waiting.
 """
 from __future__ import annotations
 
+from collections import deque
+
 from protocol.errors import ErrorCode
 from protocol.messages import ProduceResponse
-from protocol.records import CorruptRecordError
+from protocol.records import TRANSACTIONAL_FLAG, CorruptRecordError
 
 from ..log import InvalidRecordError, validate_batches
 
@@ -16,14 +27,33 @@ VERSIONS = (3, 12)  # Kafka 4 removed v0-2 (magic 0/1 message sets)
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
 
+#: from this version the coordinator adds a produced partition to the transaction itself
+#: (transaction version 2, with epoch bumps)
+FIRST_ADD_PARTITION_VERSION = 12
+#: Kafka's add.partitions.to.txn.retry.backoff.ms and .max.ms: with transaction version 2 a
+#: CONCURRENT_TRANSACTIONS answer (the previous transaction is still being committed) is retried
+#: here for a while instead of sending the producer back
+RETRY_BACKOFF_MS = 20
+RETRY_BACKOFF_MAX_MS = 100
+_VERIFY_RETRIABLE = (ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                     ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR)
+_MAGIC_AT, _ATTRIBUTES_LOW_AT = 16, 22  # a v2 batch's magic byte; its attributes' low byte
 
-def _error(index: int, code: int, message: str | None = None) -> PartitionResponse:
+#: connections whose earlier Produce waits for the transaction coordinator -> the Produce
+#: requests that came after it on that connection
+_WAITING: dict[object, deque] = {}
+
+
+def _error(index: int, code: int, message: str | None = None,
+           log_start_offset: int = -1) -> PartitionResponse:
     return PartitionResponse(index=index, error_code=code, base_offset=-1,
-                             log_append_time_ms=-1, log_start_offset=-1, record_errors=[],
-                             error_message=message)
+                             log_append_time_ms=-1, log_start_offset=log_start_offset,
+                             record_errors=[], error_message=message)
 
 
-def append_partition(broker, topic, index: int, records, now: int) -> PartitionResponse:
+def check_partition(broker, topic, index: int, records):
+    """Kafka's checks on one partition's records before any producer state is looked at: a
+    PartitionResponse with the error, or (partition, batch)."""
     partition = topic.partitions[index] if topic and 0 <= index < len(topic.partitions) else None
     if partition is None:
         return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -38,41 +68,45 @@ def append_partition(broker, topic, index: int, records, now: int) -> PartitionR
         return _error(index, ErrorCode.INVALID_RECORD, str(exc))
     except CorruptRecordError as exc:
         return _error(index, ErrorCode.CORRUPT_MESSAGE, str(exc))
-    topics = broker.topics
-    max_size = int(topics.config_value(topic, "max.message.bytes"))
-    log = partition.log
-    producers = partition.producers
-    for batch in batches:
-        if batch.base_offset != 0:
-            return _error(index, ErrorCode.INVALID_RECORD,
-                          f"The baseOffset of the record batch in the append to "
-                          f"{topic.name}-{index} should be 0, but it is {batch.base_offset}")
-        if batch.size > max_size:
-            return _error(index, ErrorCode.MESSAGE_TOO_LARGE,
-                          f"batch of {batch.size} bytes exceeds max.message.bytes {max_size}")
-        if batch.is_transactional:
-            return _error(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                          "transactions are not supported by this broker")
-    if batches[0].producer_id >= 0:
-        code, duplicate = producers.check(batches[0])
-        if code:
-            return _error(index, code)
-        if duplicate is not None:
-            return PartitionResponse(index=index, error_code=ErrorCode.NONE,
-                                     base_offset=duplicate.first_offset, log_append_time_ms=-1,
-                                     log_start_offset=log.log_start_offset, record_errors=[],
-                                     error_message=None)
-    append_time = now if topics.config_value(
+    if len(batches) != 1:
+        # "Produce requests with version N are only allowed to contain exactly one record
+        # batch per partition": Kafka answers the error without its message
+        return _error(index, ErrorCode.INVALID_RECORD)
+    batch = batches[0]
+    if batch.base_offset != 0:
+        return _error(index, ErrorCode.INVALID_RECORD,
+                      f"The baseOffset of the record batch in the append to "
+                      f"{topic.name}-{index} should be 0, but it is {batch.base_offset}")
+    max_size = int(broker.topics.config_value(topic, "max.message.bytes"))
+    if batch.size > max_size:
+        return _error(index, ErrorCode.MESSAGE_TOO_LARGE,
+                      f"batch of {batch.size} bytes exceeds max.message.bytes {max_size}")
+    # Kafka's LogValidator rejects these without a message ("Clients are not allowed to write
+    # control records", "Invalid sequence number -1 in record batch with producerId ...")
+    if batch.is_control or (batch.producer_id >= 0 and batch.base_sequence < 0):
+        return _error(index, ErrorCode.INVALID_RECORD,
+                      log_start_offset=partition.log.log_start_offset)
+    return partition, batch
+
+
+def append_checked(broker, topic, partition, records, batch, now: int,
+                   verification=None) -> PartitionResponse:
+    """Append one checked batch through the partition's producer state."""
+    index = partition.index
+    append_time = now if broker.topics.config_value(
         topic, "message.timestamp.type") == "LogAppendTime" else None
-    first_offset = log.append(records, log_append_time=append_time).first_offset
-    offset = first_offset
-    count = 0
-    for batch in batches:
-        if batch.producer_id >= 0:
-            producers.update(batch, offset, batch.max_timestamp)
-        offset += batch.last_offset_delta + 1
-        count += batch.record_count
-    broker.metrics.produced(topic.name, count)
+    code, first_offset, duplicate = partition.append_batch(
+        records, batch, verification=verification, log_append_time=append_time)
+    log = partition.log
+    if code:
+        return _error(index, code, log_start_offset=log.log_start_offset)
+    if duplicate is not None:
+        # Kafka answers a duplicate with its original offset and the timestamp it recorded
+        return PartitionResponse(index=index, error_code=ErrorCode.NONE,
+                                 base_offset=first_offset, log_append_time_ms=duplicate.timestamp,
+                                 log_start_offset=log.log_start_offset, record_errors=[],
+                                 error_message=None)
+    broker.metrics.produced(topic.name, batch.record_count)
     broker.fetches.partition_appended(topic.name, index)
     return PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=first_offset,
                              log_append_time_ms=-1 if append_time is None else append_time,
@@ -80,7 +114,54 @@ def append_partition(broker, topic, index: int, records, now: int) -> PartitionR
                              error_message=None)
 
 
+def append_partition(broker, topic, index: int, records, now: int) -> PartitionResponse:
+    checked = check_partition(broker, topic, index, records)
+    if type(checked) is PartitionResponse:
+        return checked
+    partition, batch = checked
+    return append_checked(broker, topic, partition, records, batch, now)
+
+
+def _has_transactional_records(request) -> bool:
+    """Does any partition's (first) batch have the transactional flag? Read from the raw
+    header bytes, so a request without a transactional id pays almost nothing for the check."""
+    for td in request.topic_data:
+        for pd in td.partition_data:
+            records = pd.records
+            if (records is not None and len(records) > _ATTRIBUTES_LOW_AT
+                    and records[_MAGIC_AT] == 2
+                    and records[_ATTRIBUTES_LOW_AT] & TRANSACTIONAL_FLAG):
+                return True
+    return False
+
+
+def _answer_all(request, respond, code: int, message: str | None) -> None:
+    """Fail the whole request: every partition gets the same error."""
+    if request.acks == 0:
+        respond(None)
+        return
+    respond(ProduceResponse(responses=[
+        TopicResponse(name=td.name, partition_responses=[
+            _error(pd.index, code, message) for pd in td.partition_data])
+        for td in request.topic_data]))
+
+
 def handle(broker, ctx, request, respond) -> None:
+    if _WAITING:
+        queue = _WAITING.get(ctx.conn)
+        if queue is not None:
+            queue.append((broker, ctx, request, respond))
+            return
+    _handle(broker, ctx, request, respond)
+
+
+def _handle(broker, ctx, request, respond) -> None:
+    if request.transactional_id is not None:
+        TransactionalProduce(broker, ctx, request, respond).start()
+        return
+    if _has_transactional_records(request):
+        _answer_all(request, respond, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
+        return
     acks = request.acks
     now = broker.clock()
     responses = []
@@ -90,9 +171,6 @@ def handle(broker, ctx, request, respond) -> None:
         for pd in td.partition_data:
             if acks not in (0, 1, -1):
                 parts.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
-            elif request.transactional_id is not None:
-                parts.append(_error(pd.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                    "transactions are not supported by this broker"))
             else:
                 parts.append(append_partition(broker, topic, pd.index, pd.records, now))
         responses.append(TopicResponse(name=td.name, partition_responses=parts))
@@ -100,3 +178,168 @@ def handle(broker, ctx, request, respond) -> None:
         respond(None)
     else:
         respond(ProduceResponse(responses=responses))
+
+
+def _resume(conn) -> None:
+    """Run the Produce requests that waited behind a finished one on ``conn``, in order, until
+    one of them waits for the coordinator in turn."""
+    queue = _WAITING.pop(conn, None)
+    while queue:
+        broker, ctx, request, respond = queue.popleft()
+        _handle(broker, ctx, request, respond)
+        if conn in _WAITING:
+            _WAITING[conn].extend(queue)
+            return
+
+
+def _verification_error(code: int, version: int) -> tuple[int, str | None]:
+    """The error a Produce answers for a failed verification (Kafka translates the
+    coordinator's retriable errors into one that older clients retry without a metadata
+    refresh)."""
+    if code == ErrorCode.INVALID_TXN_STATE:
+        return code, "Partition was not added to the transaction"
+    if code in _VERIFY_RETRIABLE or (code == ErrorCode.CONCURRENT_TRANSACTIONS
+                                     and version < FIRST_ADD_PARTITION_VERSION):
+        return (ErrorCode.NOT_ENOUGH_REPLICAS,
+                "Unable to verify the partition has been added to the transaction. "
+                f"Underlying error: {ErrorCode(code).name}")
+    return code, None
+
+
+class TransactionalProduce:
+    """One Produce with a transactional id, from its checks to its answer (Kafka's
+    handleProduceAppend): check every partition, verify the transactional ones whose
+    transaction is not open here yet, then append what passed."""
+
+    __slots__ = ("broker", "conn", "request", "respond", "version", "slots", "answers",
+                 "checked", "transactional", "producer", "guards", "started", "calls",
+                 "pending", "queued", "finished")
+
+    def __init__(self, broker, ctx, request, respond) -> None:
+        self.broker = broker
+        self.conn = ctx.conn
+        self.request = request
+        self.respond = respond
+        self.version = ctx.api_version
+        self.slots: list = []  # per partition in request order: (topic, pd)
+        self.answers: dict[int, PartitionResponse] = {}  # slot -> settled answer
+        self.checked: dict[int, tuple] = {}  # slot -> (partition, batch) to append
+        self.transactional: list[int] = []  # slots with transactional batches
+        self.producer: tuple[int, int] | None = None  # (producer id, epoch)
+        self.guards: dict[int, object] = {}  # slot -> verification guard
+        self.started = broker.clock()
+        self.calls = 0
+        self.pending = False  # waiting for the coordinator (or for a retry)
+        self.queued = False  # later requests on the connection wait for this one
+        self.finished = False
+
+    def start(self) -> None:
+        broker = self.broker
+        request = self.request
+        acks = request.acks
+        producers = set()
+        for td in request.topic_data:
+            topic = broker.topics.get(td.name)
+            for pd in td.partition_data:
+                slot = len(self.slots)
+                self.slots.append((topic, pd))
+                if acks not in (0, 1, -1):
+                    self.answers[slot] = _error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS)
+                    continue
+                result = check_partition(broker, topic, pd.index, pd.records)
+                if type(result) is PartitionResponse:
+                    self.answers[slot] = result
+                    continue
+                self.checked[slot] = result
+                batch = result[1]
+                if batch.is_transactional and batch.producer_id >= 0:
+                    producers.add((batch.producer_id, batch.producer_epoch))
+                    self.transactional.append(slot)
+        if len(producers) > 1:
+            _answer_all(request, self.respond, ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                        "Transactional records contained more than one producer ID")
+            return
+        if not producers:
+            self.finish({})
+            return
+        self.producer = producers.pop()
+        self.verify()
+
+    def verify(self) -> None:
+        """Ask the coordinator about the partitions where the producer's transaction is not
+        open yet (the others need nothing)."""
+        producer_id, epoch = self.producer
+        supports_epoch_bump = self.version >= FIRST_ADD_PARTITION_VERSION
+        self.guards = {}
+        keys = []
+        for slot in self.transactional:
+            partition, batch = self.checked[slot]
+            code, guard = partition.producers.start_verification(
+                producer_id, batch.base_sequence, epoch, supports_epoch_bump)
+            if code:
+                self.answers[slot] = _error(partition.index, code)
+            elif guard is not None:
+                self.guards[slot] = guard
+                keys.append((partition.topic.name, partition.index))
+        if not keys:
+            self.finish({})
+            return
+        self.calls += 1
+        call = self.calls
+        self.pending = True
+        coordinator = getattr(self.broker, "transactions", None)
+        if coordinator is None:  # no transaction coordinator in this broker
+            self.verified(call, {key: ErrorCode.COORDINATOR_NOT_AVAILABLE for key in keys})
+        else:
+            coordinator.verify_produce(
+                self.request.transactional_id, producer_id, epoch, keys, self.version,
+                lambda results: self.verified(call, results))
+        if self.pending and not self.queued:
+            self.queued = True
+            _WAITING.setdefault(self.conn, deque())
+
+    def verified(self, call: int, results: dict) -> None:
+        if call != self.calls or self.finished or not self.pending:
+            return  # a late or repeated answer
+        if (self.version >= FIRST_ADD_PARTITION_VERSION
+                and ErrorCode.CONCURRENT_TRANSACTIONS in results.values()
+                and self.broker.clock() - self.started < RETRY_BACKOFF_MAX_MS):
+            self.broker.timer.call_later(RETRY_BACKOFF_MS, self.verify)
+            return
+        self.pending = False
+        self.finish(results)
+
+    def finish(self, results: dict) -> None:
+        """Settle the verified partitions, append every partition that passed, answer."""
+        self.finished = True
+        broker = self.broker
+        answers = self.answers
+        for slot, guard in self.guards.items():
+            partition = self.checked[slot][0]
+            code = results.get((partition.topic.name, partition.index), ErrorCode.NONE)
+            if code:
+                code, message = _verification_error(code, self.version)
+                answers[slot] = _error(partition.index, code, message)
+        now = broker.clock()
+        guards = self.guards
+        slots = self.slots
+        for slot, (partition, batch) in self.checked.items():
+            if slot not in answers:
+                topic, pd = slots[slot]
+                answers[slot] = append_checked(broker, topic, partition, pd.records, batch, now,
+                                               guards.get(slot))
+        request = self.request
+        if request.acks == 0:
+            self.respond(None)
+        else:
+            responses = []
+            slot = 0
+            for td in request.topic_data:
+                parts = []
+                for _pd in td.partition_data:
+                    parts.append(answers[slot])
+                    slot += 1
+                responses.append(TopicResponse(name=td.name, partition_responses=parts))
+            self.respond(ProduceResponse(responses=responses))
+        if self.queued:
+            _resume(self.conn)

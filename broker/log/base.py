@@ -19,8 +19,9 @@ from __future__ import annotations
 import abc
 import struct
 import time
+from bisect import bisect_left
 from dataclasses import dataclass, fields
-from typing import Callable, ClassVar, Mapping
+from typing import Callable, ClassVar, Mapping, NamedTuple
 
 from crc32c import crc32c
 
@@ -36,8 +37,9 @@ from protocol.records import (
 )
 
 __all__ = [
-    "AppendInfo", "InvalidRecordError", "LogConfig", "OffsetOutOfRange", "PartitionLog",
-    "prepare_append", "validate_batches", "wall_clock_ms", "NO_TIMESTAMP",
+    "AbortedTxn", "AppendInfo", "InvalidRecordError", "LogConfig", "OffsetOutOfRange",
+    "PartitionLog", "TxnIndex", "prepare_append", "validate_batches", "wall_clock_ms",
+    "NO_TIMESTAMP",
 ]
 
 NO_TIMESTAMP = -1
@@ -284,6 +286,79 @@ def offset_of_max_timestamp(batch: RecordBatch) -> int:
     return batch.base_offset
 
 
+class AbortedTxn(NamedTuple):
+    """One aborted transaction (Kafka's .txnindex entry): its producer, its first offset, the
+    offset of its ABORT marker, and the last stable offset when the marker was written."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+class TxnIndex:
+    """The aborted transactions of a partition log in marker order, which read_committed
+    fetches return so consumers can drop the aborted records. Kept in memory and rebuilt from
+    the batches when a log is opened; entries whose marker falls below the log start offset go
+    when it moves (retention, DeleteRecords)."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self) -> None:
+        self.entries: list[AbortedTxn] = []
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+    def __iter__(self):
+        return iter(self.entries)
+
+    def append(self, producer_id: int, first_offset: int, last_offset: int,
+               last_stable_offset: int) -> None:
+        entries = self.entries
+        if entries and entries[-1].last_offset >= last_offset:
+            raise ValueError(f"aborted transaction ending at {last_offset} is not after the "
+                             f"last one, ending at {entries[-1].last_offset}")
+        entries.append(AbortedTxn(producer_id, first_offset, last_offset, last_stable_offset))
+
+    def collect(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Kafka's collectAbortedTxns: the transactions that end at or after ``fetch_offset``
+        and start below ``upper_bound_offset``, scanning in marker order and stopping after the
+        first one whose last stable offset reaches the bound (nothing later can start below
+        it)."""
+        entries = self.entries
+        out = []
+        for i in range(bisect_left(entries, fetch_offset, key=_last_offset), len(entries)):
+            txn = entries[i]
+            if txn.first_offset < upper_bound_offset:
+                out.append(txn)
+            if txn.last_stable_offset >= upper_bound_offset:
+                break
+        return out
+
+    def drop_below(self, offset: int) -> None:
+        """Forget the transactions whose marker is below ``offset`` (the new log start)."""
+        entries = self.entries
+        if entries and entries[0].last_offset < offset:
+            del entries[:bisect_left(entries, offset, key=_last_offset)]
+
+    def truncate_to(self, offset: int) -> None:
+        """Forget the transactions whose marker is at or above ``offset`` (a truncated log)."""
+        entries = self.entries
+        if entries and entries[-1].last_offset >= offset:
+            del entries[bisect_left(entries, offset, key=_last_offset):]
+
+    def clear(self) -> None:
+        self.entries.clear()
+
+
+def _last_offset(txn: AbortedTxn) -> int:
+    return txn.last_offset
+
+
 class PartitionLog(abc.ABC):
     """The log of one topic partition (also used for ``__consumer_offsets``).
 
@@ -297,6 +372,12 @@ class PartitionLog(abc.ABC):
                  clock: Callable[[], int] | None = None):
         self.config = config if config is not None else LogConfig()
         self._clock = clock if clock is not None else wall_clock_ms
+        #: the aborted transactions whose markers this log holds (kept by the partition's
+        #: producer state, pruned here as the log start offset moves)
+        self.txn_index = TxnIndex()
+        #: the first offset of the oldest ongoing transaction, None when none is open; set by
+        #: the partition's producer state after every append that may move it
+        self.first_unstable_offset: int | None = None
 
     # --- offsets ---
 
@@ -312,6 +393,21 @@ class PartitionLog(abc.ABC):
     def high_watermark(self) -> int:
         """Single replica: every appended record is committed."""
         return self.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset not yet decided (Kafka's LSO): every record below it is committed,
+        aborted or non-transactional. The first unstable offset, at least the log start offset,
+        bounded by the high watermark; the high watermark when no transaction is open.
+        read_committed consumers read only below it."""
+        first = self.first_unstable_offset
+        high_watermark = self.high_watermark
+        if first is None:
+            return high_watermark
+        start = self.log_start_offset
+        if first < start:
+            first = start
+        return first if first < high_watermark else high_watermark
 
     @property
     @abc.abstractmethod
@@ -331,15 +427,38 @@ class PartitionLog(abc.ABC):
         """
 
     @abc.abstractmethod
-    def read(self, offset: int, max_bytes: int, *, min_one_message: bool = True):
+    def read(self, offset: int, max_bytes: int, *, min_one_message: bool = True,
+             max_offset: int | None = None):
         """Whole batches starting with the batch that contains ``offset``, at most ``max_bytes``
         in total, except that with ``min_one_message`` the first batch is returned whole even if
         it is larger (Kafka's rule, so a big batch cannot stall a consumer).
+
+        ``max_offset`` (a batch boundary, e.g. the last stable offset for read_committed) stops
+        the read before the batch that starts there; at or above it nothing is returned.
 
         Returns a bytes-like object (``bytes`` or a read-only-by-convention ``memoryview``; do not
         modify it); empty at the log end offset. Raises OffsetOutOfRange when ``offset`` is below
         the log start offset or above the log end offset.
         """
+
+    @abc.abstractmethod
+    def fetch_upper_bound(self, offset: int, size: int) -> int:
+        """The offset below which a read of ``size`` bytes from ``offset`` can hold records, as
+        Kafka estimates it for the aborted transactions of a fetch: the last offset of the first
+        batch at or after the read's end that the sparse offset index names (an entry every
+        index.interval.bytes), else the next segment's base offset, else the log end offset."""
+
+    def aborted_transactions(self, offset: int, size: int) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed fetch of ``size`` bytes from ``offset``
+        returns (Kafka's collectAbortedTxns with its upper bound)."""
+        if not self.txn_index:
+            return []
+        return self.txn_index.collect(offset, self.fetch_upper_bound(offset, size))
+
+    def _log_start_moved(self) -> None:
+        """Forget the aborted transactions wholly below the (new) log start offset."""
+        if self.txn_index:
+            self.txn_index.drop_below(self.log_start_offset)
 
     def batches(self, chunk_bytes: int = 1 << 20):
         """Every stored batch from the log start offset on, read a chunk at a time (replay of

@@ -7,8 +7,10 @@ append, so handing out views is safe), its base offset, its position in a virtua
 a zero-copy memoryview when the answer is a single batch, one ``bytes.join`` otherwise.
 
 Retention works at batch granularity (Kafka deletes whole segments; here every batch behaves like
-a segment of its own), which keeps memory closest to retention.bytes. segment.bytes, segment.ms,
-index.interval.bytes and the flush settings do not apply.
+a segment of its own), which keeps memory closest to retention.bytes. segment.bytes, segment.ms
+and the flush settings do not apply. index.interval.bytes only marks where Kafka's sparse offset
+index would have entries (the whole log as one segment), because read_committed fetches bound
+their aborted transactions by it as Kafka does.
 """
 from __future__ import annotations
 
@@ -73,6 +75,10 @@ class MemoryLog(PartitionLog):
         self._closed = False
         self._cleaned_to = start_offset  # compaction cleaned the batches below this offset
         self._too_large_to_clean = False  # warned once that compaction skips this log
+        # where Kafka's offset index would have an entry: the virtual positions of those batches,
+        # one whenever more than index.interval.bytes were appended since the previous one
+        self._index_positions: list[int] = []
+        self._bytes_since_index = 0
 
     # --- offsets ---
 
@@ -103,7 +109,13 @@ class MemoryLog(PartitionLog):
         running_max = running[-1] if running else NO_TIMESTAMP
         append_max = NO_TIMESTAMP
         cache = self._max_cache
+        interval = self.config.index_interval_bytes
+        since_index = self._bytes_since_index
         for position, size, base, _next, max_ts in entries:
+            if since_index > interval:
+                self._index_positions.append(stream)
+                since_index = 0
+            since_index += size
             bases.append(base)
             views.append(view if size == len(buf) else view[position:position + size])
             positions.append(stream)
@@ -119,6 +131,7 @@ class MemoryLog(PartitionLog):
                 cache = (max_ts, base)
             stream += size
         self._stream_end = stream
+        self._bytes_since_index = since_index
         self._end = entries[-1][3]
         self._max_cache = cache
         return AppendInfo(
@@ -127,24 +140,38 @@ class MemoryLog(PartitionLog):
             log_start_offset=self._start, max_timestamp=append_max, size=len(buf),
             batch_count=len(entries))
 
-    def read(self, offset: int, max_bytes: int, *, min_one_message: bool = True):
-        if offset < self._start or offset > self._end:
-            raise OffsetOutOfRange(offset, self._start, self._end)
-        if offset == self._end:
-            return b""
-        positions = self._positions
+    def _first_batch(self, offset: int) -> int:
+        """Index of the first batch a read from ``offset`` returns (may be len: none)."""
         first = bisect_right(self._bases, offset) - 1
         # only the part compaction cleaned has gaps: there, an offset can fall after its
         # batch's last record, and the read starts at the next batch
         if first < 0 or (offset < self._cleaned_to
                          and RecordBatch(self._views[first]).last_offset < offset):
             first += 1
-            if first == len(positions):
-                return b""
-        limit = positions[first] + max_bytes
-        after = bisect_right(positions, limit, first)  # batches first..after-1 start within limit
+        return first
+
+    def read(self, offset: int, max_bytes: int, *, min_one_message: bool = True,
+             max_offset: int | None = None):
+        if offset < self._start or offset > self._end:
+            raise OffsetOutOfRange(offset, self._start, self._end)
+        if offset == self._end:
+            return b""
+        positions = self._positions
         count = len(positions)
-        if after == count and self._stream_end <= limit:
+        end_position = self._stream_end
+        if max_offset is not None and max_offset < self._end:
+            if offset >= max_offset:
+                return b""
+            count = bisect_left(self._bases, max_offset)  # batches below it
+            if count < len(positions):
+                end_position = positions[count]
+        first = self._first_batch(offset)
+        if first >= count:
+            return b""
+        limit = positions[first] + max_bytes
+        # batches first..after-1 start within limit
+        after = bisect_right(positions, limit, first, count)
+        if after == count and end_position <= limit:
             stop = count
         else:
             stop = after - 1  # the batch starting at after-1 ends beyond the limit
@@ -155,6 +182,17 @@ class MemoryLog(PartitionLog):
         if stop == first + 1:
             return self._views[first]
         return b"".join(self._views[first:stop])
+
+    def fetch_upper_bound(self, offset: int, size: int) -> int:
+        first = self._first_batch(offset)
+        if first >= len(self._positions):
+            return self._end
+        index_positions = self._index_positions
+        i = bisect_left(index_positions, self._positions[first] + size)
+        if i == len(index_positions):
+            return self._end
+        batch = bisect_left(self._positions, index_positions[i])
+        return RecordBatch(self._views[batch]).last_offset
 
     # --- ListOffsets ---
 
@@ -197,11 +235,15 @@ class MemoryLog(PartitionLog):
                 self._retention_ts.pop(base, None)
         del self._bases[:count], self._views[:count], self._positions[:count]
         del self._max_ts[:count], self._running_max[:count]
+        if self._index_positions:
+            kept = self._positions[0] if self._positions else self._stream_end
+            del self._index_positions[:bisect_left(self._index_positions, kept)]
         if self._max_cache is not None and (not self._bases or self._max_cache[1] < self._bases[0]):
             self._max_cache = None
         first = self._bases[0] if self._bases else self._end
         if first > self._start:
             self._start = first
+        self._log_start_moved()
         return freed
 
     def truncate_to(self, offset: int) -> None:
@@ -217,10 +259,12 @@ class MemoryLog(PartitionLog):
             return
         self._drop_back(keep)
         self._end = new_end
+        self.txn_index.truncate_to(new_end)
 
     def _restart_at(self, offset: int) -> None:
         self._drop_back(0)
         self._start = self._end = offset
+        self.txn_index.clear()
 
     def _drop_back(self, keep: int) -> None:
         if keep < len(self._bases):
@@ -230,6 +274,7 @@ class MemoryLog(PartitionLog):
                 self._retention_ts.pop(base, None)
         del self._bases[keep:], self._views[keep:], self._positions[keep:]
         del self._max_ts[keep:], self._running_max[keep:]
+        del self._index_positions[bisect_left(self._index_positions, self._stream_end):]
         self._max_cache = None
 
     def delete_records_before(self, offset: int) -> int:
@@ -237,6 +282,7 @@ class MemoryLog(PartitionLog):
         if offset > self._start:
             self._start = offset
             self._drop_front(self._breached_by_start())
+            self._log_start_moved()
         return self._start
 
     def _breached_by_start(self) -> int:
@@ -285,13 +331,23 @@ class MemoryLog(PartitionLog):
         drop tombstones older than delete.retention.ms. Offsets do not change: a batch keeps
         its base and last offset (consumers skip the gaps, as on Kafka). Runs when the part
         appended since the last cleaning is at least min.cleanable.dirty.ratio of it. Returns
-        the bytes freed."""
+        the bytes freed.
+
+        Transactions, as Kafka's cleaner: nothing at or above the last stable offset is cleaned
+        (its transactions are undecided); records of aborted transactions neither count as the
+        last record of their key nor stay (their batch goes, unless it is the last data batch of
+        its producer, which holds the producer's sequence state: that one stays whole); control
+        batches all stay (Kafka removes markers once their transaction's records are gone and
+        delete.retention.ms passed; keeping them costs a few bytes per transaction)."""
         config = self.config
         bases = self._bases
         if not config.compact_enabled or len(bases) < 2:
             return 0
         now = self._clock() if now_ms is None else now_ms
         end = len(bases) - 1
+        stable = self.last_stable_offset
+        if stable < self._end:
+            end = min(end, max(bisect_right(bases, stable) - 1, 0))
         lag = config.min_compaction_lag_ms
         if lag > 0:
             n = 0
@@ -313,7 +369,10 @@ class MemoryLog(PartitionLog):
                                cleanable, MAX_PASS_BYTES)
             return 0
         batches = [RecordBatch(self._views[i]) for i in range(end)]
-        decoded = [None if b.is_control else list(b.records()) for b in batches]
+        aborted = self._aborted_batches(batches)
+        last_of_producer = self._last_data_batches() if aborted else {}
+        decoded = [None if b.is_control or i in aborted else list(b.records())
+                   for i, b in enumerate(batches)]
         latest: dict[bytes, int] = {}
         for records in decoded:
             for r in records or ():
@@ -323,7 +382,10 @@ class MemoryLog(PartitionLog):
         kept_views = []
         for i, (batch, records) in enumerate(zip(batches, decoded)):
             view = self._views[i]
-            if records is not None:
+            if i in aborted:
+                if last_of_producer.get(batch.producer_id) != i:
+                    continue
+            elif records is not None:
                 old = self._batch_time(i, now) <= tombstone_horizon
                 kept = [r for r in records if r.key is None or (
                     latest[r.key] == r.offset and not (r.value is None and old))]
@@ -354,7 +416,53 @@ class MemoryLog(PartitionLog):
             self._retention_ts = {b: t for b, t in self._retention_ts.items() if b in survivors}
         self._max_cache = None
         self._cleaned_to = bases[end]
+        self._reindex()
         return freed
+
+    def _aborted_batches(self, batches) -> set[int]:
+        """Indexes of the transactional data batches among ``batches`` (the cleanable head, in
+        offset order) that belong to aborted transactions, walking them as Kafka's cleaner
+        does: an aborted transaction is open for its producer from its first offset until its
+        marker."""
+        if not self.txn_index:
+            return set()
+        pending = sorted(self.txn_index, key=lambda txn: txn.first_offset)
+        j, open_aborts, out = 0, {}, set()
+        for i, batch in enumerate(batches):
+            last = batch.last_offset
+            while j < len(pending) and pending[j].first_offset <= last:
+                open_aborts.setdefault(pending[j].producer_id, pending[j])
+                j += 1
+            txn = open_aborts.get(batch.producer_id)
+            if txn is None:
+                continue
+            if batch.is_control:
+                if batch.base_offset >= txn.last_offset:
+                    del open_aborts[batch.producer_id]
+            elif batch.is_transactional and batch.base_offset < txn.last_offset:
+                out.add(i)
+        return out
+
+    def _last_data_batches(self) -> dict[int, int]:
+        """Producer id -> index of its last data batch in the whole log."""
+        out = {}
+        for i, view in enumerate(self._views):
+            batch = RecordBatch(view)
+            if batch.producer_id >= 0 and not batch.is_control:
+                out[batch.producer_id] = i
+        return out
+
+    def _reindex(self) -> None:
+        """Recompute where Kafka's offset index would have entries after a rewrite."""
+        interval = self.config.index_interval_bytes
+        out, since = [], 0
+        for position, view in zip(self._positions, self._views):
+            if since > interval:
+                out.append(position)
+                since = 0
+            since += len(view)
+        self._index_positions = out
+        self._bytes_since_index = since
 
     def flush(self) -> None:
         pass

@@ -59,7 +59,7 @@ import re
 import shutil
 import struct
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from typing import Callable
 
 from protocol.records import HEADER_SIZE, LOG_OVERHEAD, CorruptRecordError, RecordBatch
@@ -607,7 +607,7 @@ class SegmentLog(PartitionLog):
         """(position, size, base offset) of the first batch of ``seg`` whose last offset is
         >= offset."""
         pos = seg.lookup_position(offset)
-        size_limit = seg.size
+        size_limit = reader.limit
         while pos < size_limit:
             got = reader.ensure(pos, _NEED_FOR_NEXT)
             if got is None:
@@ -622,12 +622,12 @@ class SegmentLog(PartitionLog):
 
     def _batch_end(self, seg: _Segment, reader: _Reader, pos: int, limit: int) -> int:
         """Starting from the batch boundary ``pos``, the end of the last whole batch that ends
-        at or before ``limit``; jumps ahead with the offset index instead of walking every
-        header."""
-        i = bisect_right(seg.idx_pos, limit) - 1
+        at or before ``limit`` (and the reader's limit); jumps ahead with the offset index
+        instead of walking every header."""
+        end_limit = min(limit, reader.limit)
+        i = bisect_right(seg.idx_pos, end_limit) - 1
         if i >= 0 and seg.idx_pos[i] > pos:
             pos = seg.idx_pos[i]  # a batch boundary; everything before it fits
-        end_limit = min(limit, seg.size)
         while pos < end_limit:
             got = reader.ensure(pos, _NEED_FOR_SIZE)
             if got is None:
@@ -639,24 +639,40 @@ class SegmentLog(PartitionLog):
             pos += size
         return pos
 
-    def read(self, offset: int, max_bytes: int, *, min_one_message: bool = True):
+    def _position_of(self, offset: int) -> tuple[int, int]:
+        """(segment index, file position) of the batch that starts at ``offset`` (a batch
+        boundary below the log end offset), or of the first batch after it."""
+        index = bisect_right(self._bases, offset) - 1
+        seg = self._segments[index]
+        fd = seg.fd if seg.fd is not None else seg.open()
+        found = self._locate(seg, _Reader(fd, seg.size, 1 << 16), offset)
+        return index, seg.size if found is None else found[0]
+
+    def read(self, offset: int, max_bytes: int, *, min_one_message: bool = True,
+             max_offset: int | None = None):
         if offset < self._start or offset > self._end:
             raise OffsetOutOfRange(offset, self._start, self._end)
         if offset == self._end:
             return b""
-        index = bisect_right(self._bases, offset) - 1
         segments = self._segments
+        last_index, last_limit = len(segments) - 1, None  # the read may not pass these
+        if max_offset is not None and max_offset < self._end:
+            if offset >= max_offset:
+                return b""
+            last_index, last_limit = self._position_of(max_offset)
+        index = bisect_right(self._bases, offset) - 1
         budget = max(max_bytes, 0)
         chunk = budget + 2 * self.config.index_interval_bytes + 4096
         pieces = []
         first = True
-        while index < len(segments):
+        while index <= last_index:
             seg = segments[index]
+            limit = seg.size if index < last_index or last_limit is None else last_limit
             index += 1
-            if seg.size == 0:
+            if limit == 0:
                 continue
             fd = seg.fd if seg.fd is not None else seg.open()
-            reader = _Reader(fd, seg.size, chunk)
+            reader = _Reader(fd, limit, chunk)
             if first:
                 found = self._locate(seg, reader, offset)
                 if found is None:
@@ -678,11 +694,39 @@ class SegmentLog(PartitionLog):
             end = self._batch_end(seg, reader, start + first_size, start + budget)
             pieces.append(reader.slice(start, end))
             budget -= end - start
-            if end < seg.size or budget <= 0:
+            if end < limit or budget <= 0:
                 break
         if not pieces:
             return b""
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def fetch_upper_bound(self, offset: int, size: int) -> int:
+        segments = self._segments
+        index = bisect_right(self._bases, offset) - 1
+        seg = segments[index]
+        fd = seg.fd if seg.fd is not None else seg.open()
+        found = self._locate(seg, _Reader(fd, seg.size, 1 << 16), offset)
+        if found is None and index + 1 < len(segments):
+            index += 1  # the read started at the next segment
+            seg = segments[index]
+        target = size if found is None else found[0] + size
+        # Kafka reads within one segment; a read here that went on into the next ones ends in
+        # the segment where its bytes ran out
+        while target >= seg.size and index + 1 < len(segments):
+            target -= seg.size
+            index += 1
+            seg = segments[index]
+        i = bisect_left(seg.idx_pos, target)
+        if i < len(seg.idx_pos):
+            fd = seg.fd if seg.fd is not None else seg.open()
+            got = _Reader(fd, seg.size, _NEED_FOR_NEXT).ensure(seg.idx_pos[i], _NEED_FOR_NEXT)
+            if got is not None:
+                buf, rel = got
+                base = _LENGTH_AT.unpack_from(buf, rel)[0]
+                return base + _LAST_DELTA.unpack_from(buf, rel + _LAST_DELTA_AT)[0]
+        if index + 1 < len(segments):
+            return segments[index + 1].base_offset
+        return self._end
 
     def _iter_batch_headers(self, seg: _Segment, reader: _Reader, pos: int):
         """Yield (position, size, base offset, next offset, max timestamp) from ``pos`` on."""
@@ -772,6 +816,7 @@ class SegmentLog(PartitionLog):
         self._size = 0
         self._active.next_offset = offset
         self._write_checkpoint()
+        self.txn_index.clear()
 
     def truncate_to(self, offset: int) -> None:
         if offset >= self._end:
@@ -804,6 +849,7 @@ class SegmentLog(PartitionLog):
         _valid_end, seg.next_offset = self._scan(seg, validate=False)
         seg.rolling_base_ms = None
         self._end = seg.next_offset
+        self.txn_index.truncate_to(self._end)
 
     def delete_records_before(self, offset: int) -> int:
         offset = self._check_delete_records_offset(offset)
@@ -811,6 +857,7 @@ class SegmentLog(PartitionLog):
             self._start = offset
             self._write_checkpoint()
             self._delete_segments(self._count_deletable(self._breached_by_start))
+            self._log_start_moved()
         return self._start
 
     def _breached_by_start(self, seg: _Segment, next_seg: _Segment | None) -> bool:
@@ -845,6 +892,7 @@ class SegmentLog(PartitionLog):
         if self._bases[0] > self._start:
             self._start = self._bases[0]
             self._write_checkpoint()
+            self._log_start_moved()
         return freed
 
     def apply_retention(self, now_ms: int | None = None) -> int:
