@@ -48,10 +48,11 @@ def marker_writer(broker, topic: str):
     """``persist_marker(partition, producer_id, producer_epoch, commit, coordinator_epoch,
     on_done)``: a transaction marker into a partition of ``topic``."""
     def persist_marker(partition: int, producer_id: int, producer_epoch: int, commit: bool,
-                       coordinator_epoch: int, on_done) -> None:
+                       coordinator_epoch: int, on_done, transaction_version: int = 2) -> None:
         from .txn_markers import write_txn_markers
         errors = write_txn_markers(broker, producer_id, producer_epoch, commit,
-                                   coordinator_epoch, [(topic, partition)])
+                                   coordinator_epoch, [(topic, partition)],
+                                   transaction_version=transaction_version)
         error = errors.get((topic, partition), 0)
         on_done(None if not error else RuntimeError(f"marker not written: error {error}"))
 

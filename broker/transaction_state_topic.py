@@ -10,10 +10,12 @@ TRANSACTION_STATE_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "1048
 
 
 def build_transaction_coordinator(broker) -> TransactionCoordinator:
-    def write_markers(producer_id, producer_epoch, commit, coordinator_epoch, partitions):
+    def write_markers(producer_id, producer_epoch, commit, coordinator_epoch, partitions,
+                      transaction_version=2):
         from .txn_markers import write_txn_markers
         return write_txn_markers(broker, producer_id, producer_epoch, commit,
-                                 coordinator_epoch, partitions)
+                                 coordinator_epoch, partitions,
+                                 transaction_version=transaction_version)
 
     def partition_exists(topic: str, partition: int) -> bool:
         return broker.topics.partition(topic, partition) is not None

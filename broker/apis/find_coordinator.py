@@ -34,6 +34,8 @@ def handle(broker, ctx, request, respond) -> None:
     if ctx.api_version < 4:
         error, message = _answer(broker, ctx, request.key, request.key_type)
         ok = error == ErrorCode.NONE
+        if ok:
+            message = "NONE"  # Kafka sends the error's message, and NONE's is its name
         respond(FindCoordinatorResponse(
             error_code=error, error_message=message, node_id=node if ok else -1,
             host=host if ok else "", port=port if ok else -1))
@@ -42,6 +44,8 @@ def handle(broker, ctx, request, respond) -> None:
     for key in request.coordinator_keys:
         error, message = _answer(broker, ctx, key, request.key_type)
         ok = error == ErrorCode.NONE
+        if ok:
+            message = ""
         coordinators.append(Coordinator(key=key, node_id=node if ok else -1,
                                         host=host if ok else "", port=port if ok else -1,
                                         error_code=error, error_message=message))

@@ -466,14 +466,16 @@ class GroupCoordinator(CoordinatorRuntime):
         shard.offsets.txn_commit(request, api_version, partitions, respond)
 
     def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int,
-                             commit: bool, coordinator_epoch: int, on_done) -> None:
+                             commit: bool, coordinator_epoch: int, on_done,
+                             transaction_version: int = 2) -> None:
         """The transaction coordinator ends a transaction that committed offsets here: write its
         marker into the partition, after which the offsets are committed or dropped."""
         shard = self.shards[partition]
         if shard.loading:
             on_done(RuntimeError("coordinator loading"))
             return
-        shard.write_marker(producer_id, producer_epoch, commit, coordinator_epoch, on_done)
+        shard.write_marker(producer_id, producer_epoch, commit, coordinator_epoch, on_done,
+                           transaction_version)
 
     # ================================================================== OffsetFetch
     def offset_fetch(self, request, api_version: int, context, respond: Callable) -> None:

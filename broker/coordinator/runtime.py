@@ -15,7 +15,7 @@ the shard of that partition owns the key's state. Both coordinators get from her
 Sans-I/O: the broker supplies ``persist(partition, records, on_done, producer=None)`` (records
 are ``(key, value)`` bytes; ``producer`` is ``(producer_id, producer_epoch)`` for a transactional
 write) and ``persist_marker(partition, producer_id, producer_epoch, commit, coordinator_epoch,
-on_done)``; each calls ``on_done(None)`` once stored or ``on_done(exc)``.
+on_done, transaction_version=)`` (version 2 markers carry the transaction's bumped epoch); each calls ``on_done(None)`` once stored or ``on_done(exc)``.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class EndMarker(NamedTuple):
 
 
 def _stored_now(partition, producer_id, producer_epoch, commit, coordinator_epoch,
-                on_done) -> None:
+                on_done, transaction_version=2) -> None:
     on_done(None)
 
 
@@ -112,7 +112,8 @@ class CoordinatorShard:
 
     def write_marker(self, producer_id: int, producer_epoch: int, commit: bool,
                      coordinator_epoch: int,
-                     on_done: Callable[[BaseException | None], None]) -> None:
+                     on_done: Callable[[BaseException | None], None],
+                     transaction_version: int = 2) -> None:
         """Write a COMMIT/ABORT marker for ``producer_id`` and apply it once stored."""
         state = {"done": False}
 
@@ -127,7 +128,7 @@ class CoordinatorShard:
 
         try:
             self._persist_marker(self.partition, producer_id, producer_epoch, commit,
-                                 coordinator_epoch, done)
+                                 coordinator_epoch, done, transaction_version=transaction_version)
         except Exception as exc:
             log.warning("coordinator marker write failed", partition=self.partition,
                         error=str(exc))

@@ -29,7 +29,8 @@ class MarkerLog:
         self.markers: list = []
         self.group_markers: list = []
 
-    def write(self, producer_id, epoch, commit, coordinator_epoch, partitions):
+    def write(self, producer_id, epoch, commit, coordinator_epoch, partitions,
+              transaction_version=2):
         self.markers.append((producer_id, epoch, commit, tuple(partitions)))
         return {tp: E.NONE for tp in partitions}
 
@@ -45,9 +46,10 @@ class Txn:
         self.coordinator = self.make(config)
 
     def make(self, config=None) -> TransactionCoordinator:
-        def group_marker(partition, pid, epoch, commit, ce, on_done):
+        def group_marker(partition, pid, epoch, commit, ce, on_done, transaction_version=2):
             self.markers.group_markers.append((partition, pid, epoch, commit))
-            self.groups.complete_transaction(partition, pid, epoch, commit, ce, on_done)
+            self.groups.complete_transaction(partition, pid, epoch, commit, ce, on_done,
+                                             transaction_version)
 
         return TransactionCoordinator(
             config or {}, self.clock, self.timer, self.log.persist,

@@ -6,11 +6,12 @@ transactions that outlive their timeout.
 Sans-I/O on the coordinator runtime (runtime.py). The broker supplies, besides the clock, timer
 and ``persist`` for ``__transaction_state``:
 
-* ``write_markers(producer_id, producer_epoch, commit, coordinator_epoch, partitions)`` - append
-  a COMMIT/ABORT marker to each data partition, synchronously, returning an error per partition;
+* ``write_markers(producer_id, producer_epoch, commit, coordinator_epoch, partitions,
+  transaction_version=)`` - append a COMMIT/ABORT marker to each data partition, synchronously,
+  returning an error per partition;
 * ``write_group_marker(partition, producer_id, producer_epoch, commit, coordinator_epoch,
-  on_done)`` - the same for a partition of ``__consumer_offsets`` (the group coordinator writes
-  and applies it);
+  on_done, transaction_version=)`` - the same for a partition of ``__consumer_offsets`` (the
+  group coordinator writes and applies it);
 * ``allocate_producer_id()`` and ``partition_exists(topic, partition)``.
 
 Markers are written in-process: one broker leads every partition, so there is no
@@ -121,9 +122,10 @@ class TransactionCoordinator(CoordinatorRuntime):
         self.timer = timer if timer is not None else Timer(clock)
         self.keyed_timer = CoordinatorTimer(self.timer)
         persist = persist if persist is not None else (lambda p, r, done, **kw: done(None))
-        self.write_markers = write_markers or (lambda pid, epoch, commit, ce, partitions: {})
+        self.write_markers = write_markers or (
+            lambda pid, epoch, commit, ce, partitions, transaction_version: {})
         self.write_group_marker = write_group_marker or (
-            lambda p, pid, epoch, commit, ce, done: done(None))
+            lambda p, pid, epoch, commit, ce, done, transaction_version: done(None))
         self._next_id = 0
         self.allocate_producer_id = allocate_producer_id or self._count_producer_ids
         self.partition_exists = partition_exists or (lambda topic, partition: True)
@@ -502,9 +504,11 @@ class TransactionCoordinator(CoordinatorRuntime):
         data = sorted(tp for tp in md.partitions if tp[0] != OFFSETS_TOPIC)
         groups = sorted(p for t, p in md.partitions if t == OFFSETS_TOPIC)
         epoch = md.producer_epoch
+        version = md.client_transaction_version   # version 2 markers carry the bumped epoch
         coordinator_epoch = shard.coordinator_epoch
         if data:
-            errors = self.write_markers(md.producer_id, epoch, commit, coordinator_epoch, data)
+            errors = self.write_markers(md.producer_id, epoch, commit, coordinator_epoch, data,
+                                        transaction_version=version)
             for tp, error in errors.items():
                 if error not in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION):
                     log.warning("transaction marker not written", transactional_id=
@@ -525,7 +529,7 @@ class TransactionCoordinator(CoordinatorRuntime):
             return
         for partition in groups:
             self.write_group_marker(partition, md.producer_id, epoch, commit, coordinator_epoch,
-                                    group_done)
+                                    group_done, transaction_version=version)
 
     def _complete(self, shard: TransactionStateShard, md: TransactionMetadata) -> None:
         if shard.transactions.get(md.transactional_id) is not md or \
