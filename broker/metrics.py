@@ -13,6 +13,7 @@ Two kinds of series:
 from __future__ import annotations
 
 import asyncio
+import errno
 import struct
 from bisect import bisect_left
 
@@ -389,11 +390,22 @@ class Metrics:
     # -- HTTP endpoint
 
     async def serve(self) -> None:
+        """Start the endpoint. It is auxiliary: when its address cannot be bound (a second
+        broker or another exporter on the same machine holds the port), one warning says which
+        setting to change and the broker runs without it."""
         port = self.broker.config["metrics.port"]
         if not port:
             return
         host = self.broker.config["metrics.host"]
-        self.http_server = await asyncio.start_server(self._http, host or None, port)
+        try:
+            self.http_server = await asyncio.start_server(self._http, host or None, port)
+        except OSError as exc:
+            taken = exc.errno == errno.EADDRINUSE
+            log.warning(f"metrics endpoint off: {host or '*'}:{port} is "
+                        f"{'already in use' if taken else 'not available'}; set metrics.port "
+                        f"(--metrics-port) to a free port, or 0 to turn the endpoint off",
+                        host=host, port=port, error=exc.strerror or str(exc))
+            return
         sock = self.http_server.sockets[0].getsockname()
         self.bound = (sock[0], sock[1])
         log.info("metrics listening", host=sock[0], port=sock[1])

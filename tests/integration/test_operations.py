@@ -587,6 +587,32 @@ def test_health_paths_and_partition_level_errors_are_counted():
         proc.stop()
 
 
+def test_a_second_broker_whose_metrics_port_is_taken_runs_without_it():
+    """Two brokers on one machine with the same metrics.port (issue 14, defect 10): the second
+    serves Kafka clients and says in one warning which setting to change; the first keeps the
+    endpoint."""
+    from protocol.messages import MetadataRequest
+    first, mport = metrics_broker()
+    second = BrokerProcess(overrides={"metrics.port": mport})
+    try:
+        second.start()
+        client = RawClient(second.port)
+        assert client.call(MetadataRequest(topics=None), 12).brokers[0].port == second.port
+        client.close()
+        warnings = [e for e in log_events(second) if e["level"] == "warning"]
+        assert len(warnings) == 1, warnings
+        assert warnings[0]["port"] == mport
+        assert "already in use" in warnings[0]["event"]
+        assert "metrics.port" in warnings[0]["event"]
+        assert not [e for e in log_events(second) if e["level"] == "error"]
+        assert http_get(f"http://127.0.0.1:{mport}/health") == (200, "ok\n")
+        assert scrape(mport).get("kafka_connections") is not None
+        assert second.proc.poll() is None
+    finally:
+        assert second.stop() == 0
+        first.stop()
+
+
 # ---------------------------------------------------------------------------- shutdown
 
 def test_sigterm_during_client_traffic_exits_cleanly_and_keeps_acknowledged_data(tmp_path):
