@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from protocol.errors import ErrorCode
 from protocol.messages import MetadataResponse
+from protocol.schema import ZERO_UUID
 
 from ..topics import validate_topic_name
 
@@ -26,12 +27,26 @@ def topic_entry(broker, topic) -> Topic_:
                     for p in topic.partitions])
 
 
+def refused(request, error: int) -> MetadataResponse:
+    """Kafka's answer to a request it refuses as a whole: each requested topic with the error
+    and no partitions (a null name as ""), no brokers, no cluster id."""
+    return MetadataResponse(error_code=error, topics=[
+        Topic_(error_code=error, name=t.name if t.name is not None else "", topic_id=t.topic_id,
+               is_internal=False, partitions=[]) for t in request.topics or ()])
+
+
 def handle(broker, ctx, request, respond) -> None:
     version = ctx.api_version
     topics = broker.topics
     entries = []
     # v0: an empty list means all topics; v1+: null means all topics
     all_topics = request.topics is None or (version == 0 and not request.topics)
+    if not all_topics and version < 12 and any(
+            t.name is None or t.topic_id != ZERO_UUID for t in request.topics):
+        # v10 and v11 carry topic ids and nullable names, but only v12 serves them; the answer
+        # cannot carry a null name before v12 either
+        respond(refused(request, ErrorCode.INVALID_REQUEST))
+        return
     if all_topics:
         entries = [topic_entry(broker, t) for t in topics.topics.values()]
     else:

@@ -370,3 +370,46 @@ def test_create_partitions_is_bounded_per_request(target, client):
     assert grow([10_002]) == [E.UNKNOWN_SERVER_ERROR]
     assert grow([5_001, 5_001]) == [E.NONE, E.NONE]
     assert grow([5_001, 5_002]) == [E.NONE, E.UNKNOWN_SERVER_ERROR]
+
+
+# ------------------------------------------------------------------------------ Metadata
+
+def test_metadata_refuses_topic_ids_before_v12(target, client):
+    """Metadata v10 and v11 have a topic id and a nullable name in the request, but only v12
+    serves them (and only v12 may answer a null name): a v10/v11 request that names a topic by id,
+    or gives an id at all, is refused as a whole with INVALID_REQUEST for each requested topic,
+    "" for a null name, and no brokers."""
+    import uuid
+    M = MetadataRequest
+    topic = create_topic(client, 1)
+
+    def metadata(version, topics):
+        return client.call(M(topics=[M.MetadataRequestTopic(name=n, topic_id=i) for n, i in topics],
+                             allow_auto_topic_creation=False), version)
+
+    topic_id = metadata(12, [(topic, uuid.UUID(int=0))]).topics[0].topic_id
+    assert topic_id != uuid.UUID(int=0)
+    zero = uuid.UUID(int=0)
+    for version in (10, 11):
+        response = metadata(version, [(None, topic_id)])
+        assert (response.brokers, response.cluster_id, response.controller_id) == ([], None, -1)
+        assert [(t.error_code, t.name, t.topic_id, t.is_internal, t.partitions)
+                for t in response.topics] == [(E.INVALID_REQUEST, "", topic_id, False, [])]
+        # a name with its id, beside a topic named without one: the whole request is refused
+        response = metadata(version, [(topic, zero), (topic, topic_id)])
+        assert [(t.error_code, t.name, t.topic_id) for t in response.topics] == [
+            (E.INVALID_REQUEST, topic, zero), (E.INVALID_REQUEST, topic, topic_id)]
+        assert response.brokers == []
+        # by name alone, v10 and v11 answer as any version does
+        response = metadata(version, [(topic, zero)])
+        assert [(t.error_code, t.name, t.topic_id, len(t.partitions))
+                for t in response.topics] == [(E.NONE, topic, topic_id, 1)]
+        assert len(response.brokers) == 1
+    # from v12 a topic id names the topic; an unknown one gets UNKNOWN_TOPIC_ID and a null name
+    response = metadata(12, [(None, topic_id)])
+    assert [(t.error_code, t.name, t.topic_id) for t in response.topics] == [
+        (E.NONE, topic, topic_id)]
+    unknown = uuid.uuid4()
+    response = metadata(12, [(None, unknown)])
+    assert [(t.error_code, t.name, t.topic_id) for t in response.topics] == [
+        (E.UNKNOWN_TOPIC_ID, None, unknown)]
