@@ -335,8 +335,9 @@ class MemoryLog(PartitionLog):
 
         Transactions, as Kafka's cleaner: nothing at or above the last stable offset is cleaned
         (its transactions are undecided); records of aborted transactions neither count as the
-        last record of their key nor stay (their batch goes, unless it is the last data batch of
-        its producer, which holds the producer's sequence state: that one stays whole); control
+        last record of their key nor stay: their batches go. Kafka keeps a producer's last
+        batch (emptied) so its sequence state can be rebuilt from the log; this log is never
+        rebuilt (the producer state outlives compaction in memory), so it need not. Control
         batches all stay (Kafka removes markers once their transaction's records are gone and
         delete.retention.ms passed; keeping them costs a few bytes per transaction)."""
         config = self.config
@@ -370,7 +371,6 @@ class MemoryLog(PartitionLog):
             return 0
         batches = [RecordBatch(self._views[i]) for i in range(end)]
         aborted = self._aborted_batches(batches)
-        last_of_producer = self._last_data_batches() if aborted else {}
         decoded = [None if b.is_control or i in aborted else list(b.records())
                    for i, b in enumerate(batches)]
         latest: dict[bytes, int] = {}
@@ -383,9 +383,8 @@ class MemoryLog(PartitionLog):
         for i, (batch, records) in enumerate(zip(batches, decoded)):
             view = self._views[i]
             if i in aborted:
-                if last_of_producer.get(batch.producer_id) != i:
-                    continue
-            elif records is not None:
+                continue
+            if records is not None:
                 old = self._batch_time(i, now) <= tombstone_horizon
                 kept = [r for r in records if r.key is None or (
                     latest[r.key] == r.offset and not (r.value is None and old))]
@@ -441,15 +440,6 @@ class MemoryLog(PartitionLog):
                     del open_aborts[batch.producer_id]
             elif batch.is_transactional and batch.base_offset < txn.last_offset:
                 out.add(i)
-        return out
-
-    def _last_data_batches(self) -> dict[int, int]:
-        """Producer id -> index of its last data batch in the whole log."""
-        out = {}
-        for i, view in enumerate(self._views):
-            batch = RecordBatch(view)
-            if batch.producer_id >= 0 and not batch.is_control:
-                out[batch.producer_id] = i
         return out
 
     def _reindex(self) -> None:

@@ -712,7 +712,7 @@ class SegmentLog(PartitionLog):
         target = size if found is None else found[0] + size
         # Kafka reads within one segment; a read here that went on into the next ones ends in
         # the segment where its bytes ran out
-        while target >= seg.size and index + 1 < len(segments):
+        while target > seg.size and index + 1 < len(segments):
             target -= seg.size
             index += 1
             seg = segments[index]
