@@ -379,7 +379,9 @@ def aborted(answer) -> list[tuple[int, int]] | None:
 
 def list_offset(client: RawClient, topic: str, partition: int, isolation: int,
                 version: int = 7) -> tuple[int, int]:
+    """ListOffsets latest -> (error, offset), at ``version`` or the broker's highest below it."""
     L = ListOffsetsRequest
+    version = min(version, advertised(client)[L.api_key][1])
     response = client.call(L(replica_id=-1, isolation_level=isolation, topics=[
         L.ListOffsetsTopic(name=topic, partitions=[
             L.ListOffsetsPartition(partition_index=partition, timestamp=LATEST)])]), version)
