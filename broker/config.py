@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import tomllib
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -35,6 +36,25 @@ def _str(value) -> str:
 
 def _opt_str(value):
     return None if value is None or str(value) == "" else str(value)
+
+
+def _ip_overrides(value) -> tuple:
+    """max.connections.per.ip.overrides as Kafka reads it, ``host:count,host:count`` (the last
+    colon ends the host, so IPv6 addresses need no brackets) -> ((host, count), ...)."""
+    if isinstance(value, (tuple, list)):
+        return tuple((str(h), int(c)) for h, c in value)
+    out = []
+    for item in (x.strip() for x in str(value).split(",")):
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep:
+            raise ValueError(f"{item!r} is not host:count")
+        host = host.strip()
+        if not re.fullmatch(r"[0-9a-zA-Z\-%._:]*", host):
+            raise ValueError(f"invalid address {host!r}")
+        out.append((host, int(count)))
+    return tuple(out)
 
 
 def _list(value) -> tuple:
@@ -81,9 +101,20 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("delete.topic.enable", _bool, True, "Allow DeleteTopics."),
     Setting("message.max.bytes", int, 1048588, "Largest record batch accepted (per topic: max.message.bytes)."),
     Setting("socket.request.max.bytes", int, 104857600, "Largest request frame; larger closes the connection."),
-    Setting("max.connections", int, 1000, "Connections accepted at once; more are closed on accept."),
+    Setting("max.connections", int, 2147483647,
+            "Connections open at once; at the limit new ones wait, not accepted, until one "
+            "closes."),
+    Setting("max.connections.per.ip", int, 2147483647,
+            "Connections from one address; more are closed as soon as they are accepted."),
+    Setting("max.connections.per.ip.overrides", _ip_overrides, (),
+            "Per-address limits instead of max.connections.per.ip: host:count,host:count."),
+    Setting("connections.max.idle.ms", int, 600000,
+            "Close a connection that has read and written nothing for this long (-1 = never)."),
     Setting("queued.max.requests", int, 500,
             "Requests in flight per connection before the broker stops reading from it."),
+    Setting("queued.max.request.bytes", int, -1,
+            "Request bytes read and not yet answered, over all connections, before no more "
+            "requests are read (-1 = unlimited)."),
     Setting("log.retention.ms", int, 604800000, "Default retention.ms of topics (-1 = forever)."),
     Setting("log.retention.bytes", int, -1, "Default retention.bytes per partition (-1 = unlimited)."),
     Setting("log.segment.bytes", int, 1073741824, "Segment file size before rolling (with log.dirs)."),
@@ -231,9 +262,19 @@ class BrokerConfig:
         for name in ("num.partitions", "offsets.topic.num.partitions",
                      "transaction.state.log.num.partitions", "transaction.max.timeout.ms",
                      "socket.request.max.bytes",
-                     "message.max.bytes", "queued.max.requests", "max.connections"):
+                     "message.max.bytes", "queued.max.requests"):
             if self[name] < 1:
                 raise ConfigError(f"{name} must be at least 1, got {self[name]}")
+        for name in ("max.connections", "max.connections.per.ip"):
+            if self[name] < 0:
+                raise ConfigError(f"{name} must be at least 0, got {self[name]}")
+        if self["max.connections.per.ip"] == 0 and not self["max.connections.per.ip.overrides"]:
+            raise ConfigError("max.connections.per.ip can be set to zero only if "
+                              "max.connections.per.ip.overrides is set")
+        queued = self["queued.max.request.bytes"]
+        if 0 < queued < self["socket.request.max.bytes"]:
+            raise ConfigError("queued.max.request.bytes must be larger or equal to "
+                              "socket.request.max.bytes")
 
 
 def read_config_file(path: str) -> dict[str, object]:

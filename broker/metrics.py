@@ -284,7 +284,8 @@ class Metrics:
                               "and error.", ["api", "error_code", "error"], registry=r)
         self.connections = Gauge("kafka_connections", "Open client connections.", registry=r)
         self.rejected = Counter("kafka_connections_rejected_total",
-                                "Connections closed for bad input or limits, by reason.",
+                                "Connections refused or closed for bad input or limits, by "
+                                "reason (the setting, for limits).",
                                 ["reason"], registry=r)
         self.produced_records = Counter("kafka_produced_records_total",
                                         "Records appended by Produce, by topic.", ["topic"],
@@ -351,8 +352,8 @@ class Metrics:
     def connection_closed(self) -> None:
         self.connections.dec()
 
-    def connection_rejected(self, reason: str) -> None:
-        self.rejected.labels(reason).inc()
+    def connection_rejected(self, reason: str, n: int = 1) -> None:
+        self.rejected.labels(reason).inc(n)
 
     def produced(self, topic: str, records: int) -> None:
         self.produced_records.labels(topic).inc(records)

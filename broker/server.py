@@ -1,14 +1,29 @@
-"""The asyncio listener and connections: framing, pipelining, limits, ordered responses.
+"""The asyncio listeners and connections: framing, pipelining, limits, ordered responses.
 
 Each connection reads size-prefixed frames, decodes the header, refuses what it cannot serve and
 hands the request to its API handler with a ``respond`` callback. Handlers may answer at once or
-later (delayed operations); responses are written strictly in request order. A connection with
-``queued.max.requests`` requests in flight stops reading until one completes, like Kafka's muted
-channels. A malformed frame closes only its own connection, with one log line saying why.
+later (delayed operations); responses are written strictly in request order. A malformed frame
+closes only its own connection, with one log line saying why.
+
+Memory is bounded before it is spent, as Kafka bounds it by muting a channel until its response
+is sent: before a request is handled, a connection checks its requests in flight
+(``queued.max.requests``), its answers not yet taken by the socket (:data:`QUEUED_ANSWER_BYTES`)
+and the broker's request bytes (``queued.max.request.bytes``); if one is over, the request stays
+in the read buffer and nothing more is read until it is under again.
+
+Connections are counted as Kafka's ``ConnectionQuotas`` counts them: at ``max.connections`` the
+acceptor stops accepting (new connections wait in the listen backlog until a slot frees), a
+connection over ``max.connections.per.ip`` (or its override) is closed right after it is
+accepted, and one idle for ``connections.max.idle.ms`` is closed.
 """
 from __future__ import annotations
 
 import asyncio
+import collections
+import errno
+import ipaddress
+import resource
+import socket
 import struct
 import time
 
@@ -25,6 +40,15 @@ log = structlog.get_logger("broker.server")
 _SIZE = struct.Struct(">i")
 UNSUPPORTED_VERSION = 35
 READ_BUFFER_SIZE = 16 * 1024  # per connection; larger frames get their own buffer
+#: answers of one connection held in memory because its socket does not take them (the client
+#: reads slowly, or not at all): past this, its next request waits. The transport's high-water
+#: mark; at most one more answer is made past it.
+QUEUED_ANSWER_BYTES = 64 * 1024
+#: one log line per this interval for connections refused or held by a limit, with the count
+LIMIT_LOG_INTERVAL_MS = 10_000
+#: the idle check runs at most this often
+IDLE_CHECK_MIN_MS = 100
+LISTEN_BACKLOG = 1024
 
 
 class Request:
@@ -33,7 +57,8 @@ class Request:
     response order, and ``respond``, which the handler calls exactly once."""
 
     __slots__ = ("conn", "handler", "codec", "header", "api_version", "client_id",
-                 "client_host", "listener", "started", "done", "chunks")
+                 "client_host", "listener", "started", "done", "chunks", "answer_bytes",
+                 "reserved")
 
     def __init__(self, conn: "KafkaConnection", handler, codec, header, started: float) -> None:
         self.conn = conn
@@ -47,6 +72,10 @@ class Request:
         self.started = started
         self.done = False
         self.chunks = None
+        self.answer_bytes = 0
+        #: bytes of queued.max.request.bytes this request holds until it is answered
+        self.reserved = conn.frame_reserved
+        conn.frame_reserved = 0
 
     def respond(self, response) -> None:
         """Encode the response (None: no response at all, e.g. Produce with acks=0) and send it
@@ -54,7 +83,7 @@ class Request:
         if self.done:
             raise RuntimeError(f"{self.handler.name} answered twice")
         if response is None:
-            self.conn._complete(self, None, None)
+            self.conn._complete(self, None, None, 0)
             return
         if type(response) is not self.handler.response:
             raise TypeError(f"{self.handler.name} answered with {type(response).__name__}")
@@ -64,17 +93,21 @@ class Request:
         size = 0
         for c in chunks:
             size += len(c)
-        chunks.insert(0, response_header(self.header.correlation_id, header_version, size))
-        self.conn._complete(self, chunks, response)
+        header = response_header(self.header.correlation_id, header_version, size)
+        chunks.insert(0, header)
+        self.conn._complete(self, chunks, response, size + len(header))
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker, listener: str) -> None:
         self.broker = broker
+        self.server = broker.server
         self.listener = listener
         self.config = broker.config
+        self.clock = broker.clock
         self.max_frame = broker.config["socket.request.max.bytes"]
         self.max_in_flight = broker.config["queued.max.requests"]
+        self.loop = None
         self.transport = None
         self.peer = "?"
         self.client_host = ""
@@ -86,6 +119,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.big: bytearray | None = None
         self.big_size = 0
         self.out: list = []  # response chunks ready to write, in request order
+        self.out_bytes = 0
         self.batching = False  # inside buffer_updated: write once at its end
         self.pending: list[Request] = []
         self.closed = False
@@ -94,31 +128,56 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.closing = False
         self.reading_paused = False
         self.writing_paused = False
+        #: the read buffer holds a request that had to wait (must_wait); it is handled first
+        #: when the wait is over, before anything more is read
+        self.unhandled = False
+        self.resume_scheduled = False
+        #: queued.max.request.bytes held for the frame being read, and whether the connection
+        #: waits for the broker's request bytes to fall under it
+        self.frame_reserved = 0
+        self.waiting_for_memory = False
+        #: last read or write (broker clock, ms), and the transport's write buffer after the last
+        #: write or look of the idle check: a buffer that shrank since was being sent
+        self.last_active = 0
+        self.write_buffer_seen = 0
+        #: the address whose slot of the server's connection quotas this connection holds (given
+        #: back once, when it closes)
+        self.quota_host: str | None = None
 
     # -- asyncio callbacks
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        self.loop = asyncio.get_running_loop()
         peer = transport.get_extra_info("peername")
         if peer:
             self.client_host = peer[0]
             self.peer = f"{peer[0]}:{peer[1]}"
-        server = self.broker.server
-        if len(server.connections) >= self.config["max.connections"]:
-            log.warning("connection refused", peer=self.peer, reason="max.connections reached",
-                        limit=self.config["max.connections"])
-            self.closed = True
-            transport.abort()
-            return
-        server.connections.add(self)
+        transport.set_write_buffer_limits(high=QUEUED_ANSWER_BYTES)
+        self.last_active = self.clock()
+        self.server.connections.add(self)
         self.broker.metrics.connection_opened()
 
     def connection_lost(self, exc) -> None:
         self.closed = True
-        if self in self.broker.server.connections:
-            self.broker.server.connections.discard(self)
+        server = self.server
+        if self in server.connections:
+            server.connections.discard(self)
             self.broker.metrics.connection_closed()
+        server.uncount(self)
+        # what it held of queued.max.request.bytes goes back at once; answers made later for
+        # its requests are dropped
+        held = self.frame_reserved
+        self.frame_reserved = 0
+        for request in self.pending:
+            held += request.reserved
+            request.reserved = 0
+        if held:
+            server.release(held)
         self.pending.clear()
+        self.big = None
+        self.out = []
+        self.out_bytes = 0
 
     def pause_writing(self) -> None:
         self.writing_paused = True
@@ -137,6 +196,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.closed or self.closing:
             return
         self.broker.metrics.bytes_in(nbytes)
+        self.last_active = self.clock()
         # responses that complete while this read is handled go out in one write, not one
         # send() each (pipelining clients send many requests per read)
         self.batching = True
@@ -151,32 +211,55 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._flush()
             if self.closing:
                 self._finish_closing()
+        self._update_reading()
 
     def _flush(self) -> None:
         out = self.out
         if out and not self.closed:
             self.out = []
-            n = 0
-            for c in out:
-                n += len(c)
-            self.broker.metrics.bytes_out(n)
-            self.transport.writelines(out)
+            self.broker.metrics.bytes_out(self.out_bytes)
+            self.out_bytes = 0
+            self.last_active = self.clock()
+            transport = self.transport
+            transport.writelines(out)
+            self.write_buffer_seen = transport.get_write_buffer_size()
+
+    def must_wait(self) -> bool:
+        """Whether the next request has to wait before it is handled: its answers would pile up
+        (the socket does not take those before it), too many requests are in flight, or the
+        broker holds queued.max.request.bytes of requests."""
+        return (self.writing_paused or self.waiting_for_memory
+                or len(self.pending) >= self.max_in_flight)
 
     def _parse_frames(self) -> None:
         buf = self.read_buffer
+        server = self.server
+        self.unhandled = False
         while not self.closed and not self.closing:
             start, end = self.read_start, self.read_end
             if end - start < 4:
+                break
+            if self.out_bytes >= QUEUED_ANSWER_BYTES:
+                self._flush()  # the transport pauses writing when the socket does not take it
+            if self.must_wait():
+                self.unhandled = True
                 break
             (size,) = _SIZE.unpack_from(buf, start)
             if size < 0 or size > self.max_frame:
                 self.close_after_answers(f"frame size {size} outside 0..socket.request.max.bytes "
                                          f"({self.max_frame})")
                 return
+            if server.queued_max_request_bytes and not self.frame_reserved \
+                    and not server.reserve(self, size):
+                self.unhandled = True
+                break
             if end - start - 4 >= size:
                 frame = bytes(memoryview(buf)[start + 4:start + 4 + size])  # one copy
                 self.read_start = start + 4 + size
                 self.handle_frame(frame)
+                if self.frame_reserved:  # the frame made no request
+                    server.release(self.frame_reserved)
+                    self.frame_reserved = 0
                 continue
             if size > len(buf) - 4:
                 # a large frame: gathered as its bytes arrive (never allocated ahead of them)
@@ -199,11 +282,31 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if len(big) == self.big_size:
             self.big = None
             self.handle_frame(big)
+            if self.frame_reserved:
+                self.server.release(self.frame_reserved)
+                self.frame_reserved = 0
 
     def _compact(self) -> None:
         start, end = self.read_start, self.read_end
         self.read_buffer[:end - start] = self.read_buffer[start:end]
         self.read_start, self.read_end = 0, end - start
+
+    def _resume(self) -> None:
+        """The wait is over: handle the requests left in the read buffer, then read again.
+        Run from the loop, never inside a handler's respond."""
+        self.resume_scheduled = False
+        if self.closed or self.closing or not self.unhandled:
+            self._update_reading()
+            return
+        self.batching = True
+        try:
+            self._parse_frames()
+        finally:
+            self.batching = False
+            self._flush()
+            if self.closing:
+                self._finish_closing()
+        self._update_reading()
 
     # -- requests
 
@@ -228,7 +331,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 req.api_version = 0
                 self.pending.append(req)
                 header_bytes = response_header(header.correlation_id, 0, len(body))
-                self._complete(req, [header_bytes, body], None)
+                self._complete(req, [header_bytes, body], None, len(header_bytes) + len(body))
                 return
             self.close_after_answers(
                 f"unsupported version {version} of {handler.name} (api key {header.api_key}; "
@@ -245,19 +348,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close_after_answers(f"malformed {handler.name} v{version} request: {exc}")
             return
         req = Request(self, handler, codec, header, received)
-        pending = self.pending
-        pending.append(req)
-        if len(pending) >= self.max_in_flight and not self.reading_paused:
-            self._update_reading()
+        self.pending.append(req)
         try:
             handler.handle(self.broker, req, request, req.respond)
         except Exception:
             log.exception("handler failed", api=handler.name, version=version, peer=self.peer)
             self.close(f"internal error in {handler.name}")
 
-    def _complete(self, request: Request, chunks, response) -> None:
+    def _complete(self, request: Request, chunks, response, nbytes: int) -> None:
         request.chunks = chunks
+        request.answer_bytes = nbytes
         request.done = True
+        if request.reserved:
+            self.server.release(request.reserved)
+            request.reserved = 0
         latency = time.monotonic() - request.started
         handler = request.handler
         self.broker.metrics.answered(handler.name, request.api_version, latency, response)
@@ -274,9 +378,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             i = 0
             n = len(pending)
             while i < n and pending[i].done:
-                chunks = pending[i].chunks
-                if chunks is not None:
-                    out.extend(chunks)
+                done = pending[i]
+                if done.chunks is not None:
+                    out.extend(done.chunks)
+                    self.out_bytes += done.answer_bytes
                 i += 1
             del pending[:i]
             if not self.batching:
@@ -287,13 +392,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._update_reading()
 
     def _update_reading(self) -> None:
+        """Pause reading while the next request must wait; when it need not any more, handle
+        what waits in the read buffer (from the loop: this may run inside a handler's respond),
+        then read again."""
         if self.closed or self.closing or self.transport is None:
             return
-        should_pause = self.writing_paused or len(self.pending) >= self.max_in_flight
-        if should_pause and not self.reading_paused:
-            self.reading_paused = True
-            self.transport.pause_reading()
-        elif not should_pause and self.reading_paused:
+        if self.must_wait():
+            if not self.reading_paused:
+                self.reading_paused = True
+                self.transport.pause_reading()
+            return
+        if self.unhandled:
+            if not self.batching and not self.resume_scheduled:
+                self.resume_scheduled = True
+                self.loop.call_soon(self._resume)
+            return
+        if self.reading_paused:
             self.reading_paused = False
             self.transport.resume_reading()
 
@@ -335,30 +449,325 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if self.transport is not None:
                 self.transport.close()
 
+    def expire(self) -> None:
+        """Idle for connections.max.idle.ms: closed (answers the client never took are
+        dropped)."""
+        if self.closed:
+            return
+        self.closed = True
+        transport = self.transport
+        if transport is not None:
+            if transport.get_write_buffer_size():
+                transport.abort()
+            else:
+                transport.close()
+
+
+def resolve_ip_overrides(overrides) -> dict[str, int]:
+    """max.connections.per.ip.overrides ((host, count) pairs) by the addresses connections come
+    from: host names resolved, as Kafka resolves them once at start."""
+    out: dict[str, int] = {}
+    for host, count in overrides:
+        try:
+            out[ipaddress.ip_address(host).compressed] = count
+            continue
+        except ValueError:
+            pass
+        try:
+            infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise OSError(f"max.connections.per.ip.overrides: cannot resolve {host!r}: "
+                          f"{exc}") from None
+        for info in infos:
+            out[ipaddress.ip_address(info[4][0]).compressed] = count
+    return out
+
+
+class ConnectionQuotas:
+    """Open connections per client address and in all (Kafka's ConnectionQuotas)."""
+
+    def __init__(self, max_connections: int, max_per_ip: int,
+                 overrides: dict[str, int]) -> None:
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.overrides = overrides
+        self.counts: dict[str, int] = {}
+        self.total = 0
+
+    def slot_available(self) -> bool:
+        return self.total < self.max_connections
+
+    def limit(self, host: str) -> int:
+        return self.overrides.get(host, self.max_per_ip)
+
+    def inc(self, host: str) -> bool:
+        """Count a connection just accepted from ``host``; False, and nothing counted, when
+        ``host`` already has its maximum."""
+        count = self.counts.get(host, 0)
+        if count >= self.limit(host):
+            return False
+        self.counts[host] = count + 1
+        self.total += 1
+        return True
+
+    def dec(self, host: str) -> None:
+        count = self.counts.get(host, 0)
+        if count <= 1:
+            self.counts.pop(host, None)
+        else:
+            self.counts[host] = count - 1
+        self.total -= 1
+
+
+class LimitLog:
+    """One line per interval for what a connection limit did, with how many times since the
+    last line: the first occurrence is logged at once, later ones in the interval together at
+    its end. A flood of refused connections must not become a flood of log lines."""
+
+    def __init__(self, timer, interval_ms: int = LIMIT_LOG_INTERVAL_MS) -> None:
+        self.timer = timer
+        self.interval_ms = interval_ms
+        self.counts: dict[tuple, list] = {}
+        self.handle = None
+
+    def note(self, level: str, event: str, n: int = 1, **fields) -> None:
+        key = (level, event)
+        entry = self.counts.get(key)
+        if entry is None:
+            self.counts[key] = [n, fields]
+        else:
+            entry[0] += n
+            entry[1] = fields
+        if self.handle is None:
+            self._write()
+            self.handle = self.timer.call_later(self.interval_ms, self._interval_over)
+
+    def _interval_over(self) -> None:
+        self.handle = None
+        if self.counts:
+            self._write()
+            self.handle = self.timer.call_later(self.interval_ms, self._interval_over)
+
+    def _write(self) -> None:
+        seconds = self.interval_ms // 1000
+        for (level, event), (n, fields) in self.counts.items():
+            getattr(log, level)(event, count=n, interval_s=seconds, **fields)
+        self.counts.clear()
+
+
+def _listening_sockets(host: str, port: int) -> list[socket.socket]:
+    """Bound, listening, non-blocking sockets for every address of ``host`` (all interfaces
+    when empty), as loop.create_server makes them."""
+    infos = socket.getaddrinfo(host or None, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0,
+                               socket.AI_PASSIVE)
+    socks: list[socket.socket] = []
+    try:
+        for family, type_, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, type_, proto)
+            socks.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                raise OSError(exc.errno, f"error while attempting to bind on address "
+                                         f"{address!r}: {(exc.strerror or '').lower()}") from None
+            sock.listen(LISTEN_BACKLOG)
+            sock.setblocking(False)
+    except BaseException:
+        for sock in socks:
+            sock.close()
+        raise
+    return socks
+
+
+def _raise_open_files_limit() -> None:
+    """Let the soft limit of open files reach the hard one, as the JVM does at start: with
+    max.connections unlimited (Kafka's default) a default soft limit of 1024 would be the real
+    connection limit."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):
+        pass
+
 
 class Server:
-    """Listeners for every configured address; tracks connections for limits and shutdown."""
+    """Listeners for every configured address, each with its acceptor; counts connections for
+    the limits, closes idle ones, and accounts queued.max.request.bytes."""
 
     def __init__(self, broker) -> None:
         self.broker = broker
-        self.servers: list[asyncio.base_events.Server] = []
+        config = broker.config
+        self.clock = broker.clock
+        self.acceptors: list[asyncio.Task] = []
         self.connections: set[KafkaConnection] = set()
         self.bound: dict[str, tuple[str, int]] = {}
+        self.quotas = ConnectionQuotas(config["max.connections"],
+                                       config["max.connections.per.ip"], {})
+        self.slot_freed: asyncio.Future | None = None
+        self.max_idle_ms = config["connections.max.idle.ms"]
+        self.idle_check = None
+        self.limit_log = LimitLog(broker.timer)
+        #: queued.max.request.bytes (0: unlimited): request bytes read and not yet answered,
+        #: over all connections; at the limit no connection starts a new request
+        queued = config["queued.max.request.bytes"]
+        self.queued_max_request_bytes = queued if queued > 0 else 0
+        self.request_bytes = 0
+        self.memory_waiters: collections.deque[KafkaConnection] = collections.deque()
+        self.wake_scheduled = False
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        _raise_open_files_limit()
+        self.quotas.overrides = resolve_ip_overrides(
+            self.broker.config["max.connections.per.ip.overrides"])
         for name, host, port in self.broker.config.listeners:
-            server = await loop.create_server(
-                lambda name=name: KafkaConnection(self.broker, name),
-                host=host or None, port=port, reuse_address=True, backlog=1024)
-            self.servers.append(server)
-            sock = server.sockets[0].getsockname()
-            self.bound[name] = (sock[0], sock[1])
-            log.info("listening", listener=name, host=sock[0], port=sock[1])
+            socks = _listening_sockets(host, port)
+            sockname = socks[0].getsockname()
+            self.bound[name] = (sockname[0], sockname[1])
+            for sock in socks:
+                self.acceptors.append(loop.create_task(self._accept(name, sock)))
+            log.info("listening", listener=name, host=sockname[0], port=sockname[1])
+        self.schedule_idle_check()
+
+    async def _accept(self, listener: str, sock: socket.socket) -> None:
+        """Kafka's acceptor: at max.connections it waits for a slot before it accepts (the
+        connection waits in the listen backlog, unread); a connection from an address that has
+        its max.connections.per.ip already is closed right after it is accepted."""
+        try:
+            await self._accept_connections(listener, sock)
+        finally:
+            sock.close()
+
+    async def _accept_connections(self, listener: str, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        quotas = self.quotas
+        while True:
+            if not quotas.slot_available():
+                self.limit_log.note("warning", "max.connections reached: new connections wait "
+                                    "until one closes", limit=quotas.max_connections)
+                if self.slot_freed is None:
+                    self.slot_freed = loop.create_future()
+                await asyncio.shield(self.slot_freed)
+                continue
+            try:
+                conn, address = await loop.sock_accept(sock)
+            except (ConnectionAbortedError, BlockingIOError, InterruptedError):
+                continue
+            except OSError as exc:
+                if exc.errno not in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    raise
+                # out of file descriptors: the connection waits in the backlog
+                self.limit_log.note("warning", "cannot accept connections", error=exc.strerror)
+                await asyncio.sleep(1)
+                continue
+            host = address[0]
+            if not quotas.inc(host):
+                conn.close()
+                self.broker.metrics.connection_rejected("max.connections.per.ip")
+                self.limit_log.note("warning", "connections refused: address has "
+                                    "max.connections.per.ip", host=host,
+                                    limit=quotas.limit(host))
+                continue
+            protocol = KafkaConnection(self.broker, listener)
+            protocol.quota_host = host
+            try:
+                await loop.connect_accepted_socket(lambda: protocol, conn)
+            except Exception as exc:  # noqa: BLE001 - one bad socket must not stop accepting
+                log.warning("accepting a connection failed", peer=host, error=str(exc))
+                self.uncount(protocol)
+                conn.close()
+
+    def uncount(self, conn: KafkaConnection) -> None:
+        """Give back a closed connection's slot; an acceptor waiting for one goes on."""
+        host = conn.quota_host
+        if host is None:
+            return
+        conn.quota_host = None
+        self.quotas.dec(host)
+        waiter = self.slot_freed
+        if waiter is not None and self.quotas.slot_available():
+            self.slot_freed = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # -- connections.max.idle.ms
+
+    def schedule_idle_check(self) -> None:
+        if self.max_idle_ms >= 0:
+            self.idle_check = self.broker.timer.call_later(
+                max(self.max_idle_ms, IDLE_CHECK_MIN_MS), self.expire_idle)
+
+    def expire_idle(self) -> None:
+        """Close the connections without a read or a write for longer than
+        connections.max.idle.ms (a write buffer that shrank since the last look counts as a
+        write), then look again when the next one could be due."""
+        now = self.clock()
+        max_idle = self.max_idle_ms
+        next_check = now + max_idle + 1
+        expired = 0
+        for conn in list(self.connections):
+            if conn.closed:
+                continue
+            transport = conn.transport
+            if transport is not None:
+                buffered = transport.get_write_buffer_size()
+                if buffered < conn.write_buffer_seen:  # the socket took some: a write
+                    conn.last_active = max(conn.last_active, now)
+                conn.write_buffer_seen = buffered
+            if now - conn.last_active > max_idle:
+                conn.expire()
+                expired += 1
+            else:
+                next_check = min(next_check, conn.last_active + max_idle + 1)
+        if expired:
+            self.broker.metrics.connection_rejected("connections.max.idle.ms", expired)
+            self.limit_log.note("info", "closed idle connections", n=expired,
+                                max_idle_ms=max_idle)
+        self.idle_check = self.broker.timer.add(max(next_check, now + IDLE_CHECK_MIN_MS),
+                                                self.expire_idle)
+
+    # -- queued.max.request.bytes
+
+    def reserve(self, conn: KafkaConnection, size: int) -> bool:
+        """Hold ``size`` bytes for the frame ``conn`` starts reading. Like Kafka's memory pool it
+        admits a request while any memory is left, so one request can go past the limit; when
+        none is left the connection waits until some is released."""
+        if self.request_bytes < self.queued_max_request_bytes:
+            self.request_bytes += size
+            conn.frame_reserved = size
+            return True
+        if not conn.waiting_for_memory:
+            conn.waiting_for_memory = True
+            self.memory_waiters.append(conn)
+        return False
+
+    def release(self, size: int) -> None:
+        self.request_bytes -= size
+        if self.memory_waiters and not self.wake_scheduled and \
+                self.request_bytes < self.queued_max_request_bytes:
+            self.wake_scheduled = True
+            asyncio.get_running_loop().call_soon(self._wake_memory_waiters)
+
+    def _wake_memory_waiters(self) -> None:
+        self.wake_scheduled = False
+        waiters = self.memory_waiters
+        while waiters and self.request_bytes < self.queued_max_request_bytes:
+            conn = waiters.popleft()
+            conn.waiting_for_memory = False
+            conn._update_reading()
+
+    # -- shutdown
 
     def stop_accepting(self) -> None:
-        for server in self.servers:
-            server.close()
+        for task in self.acceptors:
+            task.cancel()  # each closes its listening socket as it ends
+        if self.idle_check is not None:
+            self.idle_check.cancel()
+            self.idle_check = None
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop accepting, let in-flight requests finish (up to grace seconds), close."""
@@ -369,5 +778,6 @@ class Server:
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()
-        for server in self.servers:
-            await server.wait_closed()
+        if self.acceptors:
+            await asyncio.gather(*self.acceptors, return_exceptions=True)
+            self.acceptors = []
