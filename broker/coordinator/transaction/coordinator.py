@@ -52,10 +52,6 @@ OFFSETS_TOPIC = "__consumer_offsets"
 #: how a Produce / TxnOffsetCommit version treats verification (Kafka's
 #: TransactionSupportedOperation): version 2 clients add partitions implicitly
 DEFAULT_ERROR, GENERIC_ERROR_SUPPORTED, ADD_PARTITION = 0, 1, 2
-#: coordinator errors a Produce answer turns into NOT_ENOUGH_REPLICAS, which every client
-#: retries without refreshing metadata
-_RETRIABLE_VERIFICATION = {E.NETWORK_EXCEPTION, E.COORDINATOR_LOAD_IN_PROGRESS,
-                           E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR}
 
 
 def produce_operation(version: int) -> int:
@@ -78,9 +74,6 @@ class TransactionConfig:
     transactional_id_expiration_ms: int = 604800000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
     transaction_partition_verification_enable: bool = True
-    add_partitions_to_txn_retry_backoff_ms: int = 20
-    add_partitions_to_txn_retry_backoff_max_ms: int = 100
-    request_timeout_ms: int = 30000
 
     @classmethod
     def from_config(cls, config=None) -> "TransactionConfig":
@@ -249,11 +242,14 @@ class TransactionCoordinator(CoordinatorRuntime):
         if error:
             respond(error)
             return
-        if md is None or md.producer_id != producer_id:
+        if md is None:
             respond(E.INVALID_PRODUCER_ID_MAPPING)
             return
         if md.pending_transition_in_progress:
             respond(E.CONCURRENT_TRANSACTIONS)
+            return
+        if md.producer_id != producer_id:
+            respond(E.INVALID_PRODUCER_ID_MAPPING)
             return
         if md.producer_epoch != producer_epoch:
             respond(E.PRODUCER_FENCED)
@@ -293,10 +289,11 @@ class TransactionCoordinator(CoordinatorRuntime):
     def verify_produce(self, transactional_id: str, producer_id: int, producer_epoch: int,
                        partitions: list, produce_version: int, done: Callable) -> None:
         """Before transactional batches are appended: the partitions must be part of the
-        transaction (version 2 clients add them here). ``done({tp: error})`` with Kafka's
-        Produce errors."""
+        transaction (version 2 clients add them here). ``done({tp: error})`` with the errors
+        Kafka's AddPartitionsToTxnManager hands the Produce path, which turns the retriable
+        ones into Produce errors (apis/produce.py)."""
         self._verify(transactional_id, producer_id, producer_epoch, partitions,
-                     produce_operation(produce_version), done, for_produce=True)
+                     produce_operation(produce_version), done)
 
     def verify_txn_offset_commit(self, transactional_id: str, producer_id: int,
                                  producer_epoch: int, group_id: str, version: int,
@@ -304,16 +301,15 @@ class TransactionCoordinator(CoordinatorRuntime):
         tp = (OFFSETS_TOPIC, self.group_partition_for(group_id))
         self._verify(transactional_id, producer_id, producer_epoch, [tp],
                      txn_offset_commit_operation(version),
-                     lambda errors: done(errors.get(tp, E.NONE)), for_produce=False)
+                     lambda errors: done(errors.get(tp, E.NONE)))
 
     def _verify(self, transactional_id, producer_id, producer_epoch, partitions, operation,
-                done, for_produce: bool, started: int | None = None) -> None:
+                done) -> None:
         partitions = list(partitions)
         if not transactional_id or (operation != ADD_PARTITION and
                                     not self.config.transaction_partition_verification_enable):
             done({tp: E.NONE for tp in partitions})
             return
-        started = self.clock() if started is None else started
 
         def mapped(errors: dict) -> None:
             out = {}
@@ -321,22 +317,8 @@ class TransactionCoordinator(CoordinatorRuntime):
                 if error == E.PRODUCER_FENCED:
                     error = E.INVALID_PRODUCER_EPOCH
                 elif error == E.TRANSACTION_ABORTABLE and operation == DEFAULT_ERROR:
-                    error = E.INVALID_TXN_STATE
-                if for_produce:
-                    if error in _RETRIABLE_VERIFICATION or (
-                            error == E.CONCURRENT_TRANSACTIONS and operation != ADD_PARTITION):
-                        error = E.NOT_ENOUGH_REPLICAS
+                    error = E.INVALID_TXN_STATE   # older clients do not know the new error
                 out[tp] = error
-            if (operation == ADD_PARTITION and E.CONCURRENT_TRANSACTIONS in out.values()
-                    and self.clock() - started < min(
-                        self.config.add_partitions_to_txn_retry_backoff_max_ms,
-                        self.config.request_timeout_ms)):
-                # the previous transaction's markers are still being written: retry shortly
-                self.timer.call_later(self.config.add_partitions_to_txn_retry_backoff_ms,
-                                      lambda: self._verify(transactional_id, producer_id,
-                                                           producer_epoch, partitions, operation,
-                                                           done, for_produce, started))
-                return
             done(out)
 
         if operation == ADD_PARTITION:
