@@ -40,6 +40,7 @@ from protocol.messages import (
     OffsetCommitRequest,
     OffsetFetchRequest,
     ProduceRequest,
+    SyncGroupRequest,
     TxnOffsetCommitRequest,
 )
 from protocol.records import SimpleRecord, build_batch, iter_batches
@@ -48,6 +49,7 @@ from tests.support import RawClient, unique
 from . import topics
 from .conftest import TRANSACTION_SETTINGS
 from .kafka_server import java_string_hashcode
+from .test_group_conformance import join
 
 TRANSACTION_KEY = 1                  # FindCoordinator key type of a transactional id
 MAX_TIMEOUT_MS = 900000              # transaction.max.timeout.ms, Kafka's default
@@ -283,7 +285,8 @@ class Producer:
         return answer
 
     def txn_offset_commit(self, group: str, offsets, version: int | None = None,
-                          epoch: int | None = None) -> list[tuple[str, int, int]]:
+                          epoch: int | None = None, generation: int = -1, member: str = "",
+                          instance: str | None = None) -> list[tuple[str, int, int]]:
         """TxnOffsetCommit of {(topic, partition): offset} -> [(topic, partition, error)]."""
         R = TxnOffsetCommitRequest
         by_topic: dict[str, list] = {}
@@ -294,7 +297,7 @@ class Producer:
         response = self.client.call(R(
             transactional_id=self.transactional_id, group_id=group,
             producer_id=self.producer_id, producer_epoch=self.epoch if epoch is None else epoch,
-            generation_id=-1, member_id="", group_instance_id=None,
+            generation_id=generation, member_id=member, group_instance_id=instance,
             topics=[R.TxnOffsetCommitRequestTopic(name=n, partitions=ps)
                     for n, ps in by_topic.items()]),
             self.versions["txn_offset_commit"] if version is None else version)
@@ -341,14 +344,20 @@ def wait_state(client: RawClient, transactional_id: str, state: str, timeout: fl
 
 
 def fetch(client: RawClient, topic: str, partition: int, offset: int, isolation: int,
-          version: int = 12):
+          version: int = 12, max_bytes: int = 1 << 20):
+    """One partition of a Fetch; from v13 the topic goes by its id."""
     F = FetchRequest
+    wanted = F.FetchTopic(partitions=[F.FetchPartition(
+        partition=partition, fetch_offset=offset, log_start_offset=-1,
+        partition_max_bytes=max_bytes)])
+    if version >= 13:
+        wanted.topic_id = topic_id(client, topic)
+    else:
+        wanted.topic = topic
     response = client.call(F(
         replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=isolation,
-        session_id=0, session_epoch=-1, topics=[F.FetchTopic(topic=topic, partitions=[
-            F.FetchPartition(partition=partition, fetch_offset=offset, log_start_offset=-1,
-                             partition_max_bytes=1 << 20)])],
-        forgotten_topics_data=[], rack_id=""), version)
+        session_id=0, session_epoch=-1, topics=[wanted], forgotten_topics_data=[], rack_id=""),
+        version)
     return response.responses[0].partitions[0]
 
 
@@ -368,6 +377,22 @@ def batches(answer) -> list[tuple]:
             values = tuple(r.value.decode() for r in records)
         out.append((batch.base_offset, batch.last_offset, batch.producer_id,
                     batch.producer_epoch, batch.is_transactional, batch.is_control, values))
+    return out
+
+
+def whole_batches(answer) -> list[tuple[int, int]]:
+    """(first, last offset) of each whole batch: Kafka fills partition_max_bytes, so the data
+    may end in part of a batch, which clients drop."""
+    data = answer.records or b""
+    out = []
+    position = 0
+    while len(data) - position >= 12:
+        batch_length = int.from_bytes(data[position + 8:position + 12], "big")
+        if position + 12 + batch_length > len(data):
+            break
+        [batch] = iter_batches(data, position, position + 12 + batch_length)
+        out.append((batch.base_offset, batch.last_offset))
+        position += batch.size
     return out
 
 
@@ -567,6 +592,48 @@ def test_add_partitions_to_txn_errors(target, client, topic, version):
     [state] = describe(client, producer.transactional_id)
     assert state.transaction_state == "Ongoing" and state.transaction_start_time_ms > 0
     assert partitions_of(state) == {(topic, 0), (topic, 1)}
+
+
+@pytest.mark.parametrize("version", [4, 5])
+def test_add_partitions_to_txn_between_brokers(target, client, topic, version):
+    """v4+ is what a partition leader sends to the coordinator: a batch of transactions, each
+    only verified (is the partition in it?) or added, with PRODUCER_FENCED unmapped."""
+    A = AddPartitionsToTxnRequest
+    producer = Producer(client, JAVA)
+    producer.init()
+    pid, epoch, tid = producer.producer_id, producer.epoch, producer.transactional_id
+
+    def call(*transactions):
+        response = client.call(A(transactions=[A.AddPartitionsToTxnTransaction(
+            transactional_id=t, producer_id=p, producer_epoch=e, verify_only=verify,
+            topics=[A.AddPartitionsToTxnTopic(name=n, partitions=ps) for n, ps in wanted])
+            for t, p, e, verify, wanted in transactions]), version)
+        assert response.error_code == E.NONE
+        return [(r.transactional_id, sorted((t.name, p.partition_index, p.partition_error_code)
+                                            for t in r.topic_results
+                                            for p in t.results_by_partition))
+                for r in response.results_by_transaction]
+
+    assert call((tid, pid, epoch, True, [(topic, [0])])) == [
+        (tid, [(topic, 0, E.TRANSACTION_ABORTABLE)])]
+    assert call((tid, pid, epoch, False, [(topic, [0])])) == [(tid, [(topic, 0, E.NONE)])]
+    [state] = describe(client, tid)
+    assert (state.transaction_state, partitions_of(state)) == ("Ongoing", {(topic, 0)})
+    assert call((tid, pid, epoch, True, [(topic, [0, 1])])) == [
+        (tid, [(topic, 0, E.NONE), (topic, 1, E.TRANSACTION_ABORTABLE)])]
+    for verify in (True, False):
+        assert call((tid, pid, epoch + 1, verify, [(topic, [1])])) == [
+            (tid, [(topic, 1, E.PRODUCER_FENCED)])]
+        assert call((tid, pid + 1, epoch, verify, [(topic, [1])])) == [
+            (tid, [(topic, 1, E.INVALID_PRODUCER_ID_MAPPING)])]
+        assert call(("", pid, epoch, verify, [(topic, [1])])) == [
+            ("", [(topic, 1, E.INVALID_REQUEST)])]
+    missing, unknown = unique("missing"), unique("unknown")
+    assert call((tid, pid, epoch, True, [(missing, [0])])) == [
+        (tid, [(missing, 0, E.UNKNOWN_TOPIC_OR_PARTITION)])]
+    assert call((tid, pid, epoch, True, [(topic, [0])]),
+                (unknown, pid, epoch, True, [(topic, [0])])) == [
+        (tid, [(topic, 0, E.NONE)]), (unknown, [(topic, 0, E.INVALID_PRODUCER_ID_MAPPING)])]
 
 
 @pytest.mark.parametrize("version", [3, 8, 9, 10, 11])
@@ -926,6 +993,55 @@ def test_last_stable_offset_and_aborted_transactions(target, client, topic):
         assert list_offset(client, topic, 0, isolation) == (E.NONE, 9)
 
 
+def test_aborted_transactions_listed_by_fetch_offset(target, client, topic):
+    """Which aborted transactions a read_committed Fetch lists: every one whose marker is at or
+    after the fetch offset, up to the LSO, however little data the partition's byte limit lets
+    through; with topic ids (v13+) as with names."""
+    idempotent = client.call(InitProducerIdRequest(
+        transactional_id=None, transaction_timeout_ms=60000, producer_id=-1,
+        producer_epoch=-1), 4)
+    P = ProduceRequest
+
+    def plain(value: bytes, sequence: int) -> None:
+        batch = build_batch([SimpleRecord(key=None, value=value,
+                                          timestamp=int(time.time() * 1000))],
+                            producer_id=idempotent.producer_id,
+                            producer_epoch=idempotent.producer_epoch, base_sequence=sequence)
+        written = client.call(P(acks=-1, timeout_ms=30000, topic_data=[P.TopicProduceData(
+            name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])]), 9)
+        assert written.responses[0].partition_responses[0].error_code == E.NONE
+
+    plain(b"i0", 0)                                        # 0
+    first = Producer(client, JAVA)
+    first.init()
+    assert first.produce(topic, 0, ["a0", "a1", "a2"]).base_offset == 1      # 1-3
+    assert first.end(False).error_code == E.NONE                             # marker 4
+    wait_state(client, first.transactional_id, "CompleteAbort")
+    plain(b"i1", 1)                                        # 5
+    second = Producer(client, JAVA)
+    second.init()
+    assert second.produce(topic, 0, ["b0"]).base_offset == 6                 # 6
+    assert second.end(False).error_code == E.NONE                            # marker 7
+    wait_state(client, second.transactional_id, "CompleteAbort")
+    both = [(first.producer_id, 1), (second.producer_id, 6)]
+
+    for offset, expected in [(0, both), (1, both), (4, both), (5, [both[1]]),
+                             (7, [both[1]]), (8, [])]:
+        for max_bytes in (1, 1 << 20):
+            answer = fetch(client, topic, 0, offset, READ_COMMITTED, max_bytes=max_bytes)
+            assert (answer.high_watermark, answer.last_stable_offset) == (8, 8)
+            assert aborted(answer) == sorted(expected), (offset, max_bytes)
+            if offset < 8:
+                assert whole_batches(answer)[0][0] == offset
+    assert whole_batches(fetch(client, topic, 0, 0, READ_COMMITTED, max_bytes=1)) == [(0, 0)]
+    highest = advertised(client)[FetchRequest.api_key][1]     # 18 on Kafka 4.3.1
+    for version in sorted({min(v, highest) for v in (12, 13, 16, highest)}):
+        committed = fetch(client, topic, 0, 0, READ_COMMITTED, version)
+        assert aborted(committed) == both
+        assert whole_batches(committed) == [(0, 0), (1, 3), (4, 4), (5, 5), (6, 6), (7, 7)]
+        assert aborted(fetch(client, topic, 0, 0, READ_UNCOMMITTED, version)) is None
+
+
 # ---------------------------------------------------------------------------------------------
 # Transactional offsets
 
@@ -980,6 +1096,50 @@ def test_txn_offset_commit_errors(target, client, topic, version):
         assert producer.add_offsets(group, add_offsets_version, epoch=producer.epoch + 1) == \
             fenced(add_offsets_version, 2)
     assert producer.txn_offset_commit(group, {(topic, 0): 1}, version) == [(topic, 0, E.NONE)]
+
+
+@pytest.mark.parametrize("version", [3, 4, 5])
+def test_txn_offset_commit_checks_the_group(target, client, topic, version):
+    """TxnOffsetCommit v3+ carries the consumer's generation and member id: the group
+    coordinator checks them as for OffsetCommit, after the partition-in-transaction check
+    (v5 adds the offsets partition first, so a refused commit still leaves it in the txn)."""
+    producer = Producer(client, dict(TV1_CLIENTS["kafka-python"], txn_offset_commit=version))
+    producer.init()
+    absent = unique("txn-group")
+    if version < 5:
+        assert producer.add_offsets(absent) == E.NONE
+    offsets = {(topic, 0): 1}
+    for generation, member, error in [(5, "x", E.ILLEGAL_GENERATION), (-1, "x", E.NONE),
+                                      (5, "", E.UNKNOWN_MEMBER_ID), (-1, "", E.NONE)]:
+        assert producer.txn_offset_commit(absent, offsets, generation=generation,
+                                          member=member) == [(topic, 0, error)], (
+            generation, member)
+
+    group = unique("txn-group")
+    if version < 5:
+        assert producer.add_offsets(group) == E.NONE
+    joined = join(client, 5, group, topic=topic)
+    joined = join(client, 5, group, member_id=joined.member_id, topic=topic)
+    assert joined.error_code == E.NONE
+    synced = client.call(SyncGroupRequest(
+        group_id=group, generation_id=joined.generation_id, member_id=joined.member_id,
+        group_instance_id=None, protocol_type="consumer", protocol_name="range",
+        assignments=[]), 5)
+    assert synced.error_code == E.NONE
+    generation, member = joined.generation_id, joined.member_id
+    for fields, error in [
+            (dict(generation=generation, member=member), E.NONE),
+            (dict(generation=generation + 1, member=member), E.ILLEGAL_GENERATION),
+            (dict(generation=generation, member="nobody"), E.UNKNOWN_MEMBER_ID),
+            (dict(generation=-1, member=member), E.ILLEGAL_GENERATION),
+            (dict(generation=generation, member=member, instance="unknown-instance"),
+             E.UNKNOWN_MEMBER_ID),
+            (dict(generation=-1, member=""), E.NONE)]:
+        assert producer.txn_offset_commit(group, offsets, **fields) == [(topic, 0, error)], \
+            fields
+    [state] = describe(client, producer.transactional_id)
+    assert partitions_of(state) == {("__consumer_offsets", partition_for(absent)),
+                                    ("__consumer_offsets", partition_for(group))}
 
 
 # ---------------------------------------------------------------------------------------------
