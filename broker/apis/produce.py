@@ -95,11 +95,15 @@ def append_checked(broker, topic, partition, records, batch, now: int,
     index = partition.index
     append_time = now if broker.topics.config_value(
         topic, "message.timestamp.type") == "LogAppendTime" else None
-    code, first_offset, duplicate = partition.append_batch(
-        records, batch, verification=verification, log_append_time=append_time)
     log = partition.log
-    if code:
-        return _error(index, code, log_start_offset=log.log_start_offset)
+    if batch.producer_id < 0:  # no producer state to check: straight to the log
+        first_offset = log.append(records, log_append_time=append_time).first_offset
+        duplicate = None
+    else:
+        code, first_offset, duplicate = partition.append_batch(
+            records, batch, verification=verification, log_append_time=append_time)
+        if code:
+            return _error(index, code, log_start_offset=log.log_start_offset)
     if duplicate is not None:
         # Kafka answers a duplicate with its original offset and the timestamp it recorded
         return PartitionResponse(index=index, error_code=ErrorCode.NONE,
