@@ -145,10 +145,16 @@ class RawClient:
         return response
 
     def _read(self, n: int) -> bytes:
-        data = self.sock.recv(n, socket.MSG_WAITALL)
-        if len(data) != n:
-            raise ConnectionError(f"connection closed after {len(data)} of {n} bytes")
-        return data
+        """Exactly ``n`` bytes: a socket with a timeout is non-blocking underneath, so one
+        recv(MSG_WAITALL) returns only what has arrived (Kafka writes a Fetch answer's records
+        apart from its header)."""
+        data = bytearray()
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError(f"connection closed after {len(data)} of {n} bytes")
+            data += chunk
+        return bytes(data)
 
     def close(self) -> None:
         self.sock.close()

@@ -71,21 +71,6 @@ JAVA = dict(init=5, produce=13, add_partitions=None, add_offsets=None, txn_offse
             end_txn=5)
 
 
-class TxnClient(RawClient):
-    """A RawClient that reads every answer to its end: Kafka writes the records of a Fetch answer
-    apart from its header, and one recv(MSG_WAITALL) on a socket with a timeout returns only
-    what has arrived."""
-
-    def _read(self, n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError(f"connection closed after {len(data)} of {n} bytes")
-            data += chunk
-        return bytes(data)
-
-
 # ---------------------------------------------------------------------------------------------
 # Fixtures
 
@@ -96,7 +81,7 @@ def _wait_for_transaction_coordinator(port: int) -> str | None:
     """None once FindCoordinator(key type 1) and InitProducerId answer NONE, else why not.
     Kafka's first FindCoordinator for a transactional id creates __transaction_state and answers
     COORDINATOR_NOT_AVAILABLE; its partitions then load (COORDINATOR_LOAD_IN_PROGRESS)."""
-    client = TxnClient(port, client_id="conformance-warmup")
+    client = RawClient(port, client_id="conformance-warmup")
     last = None
     try:
         deadline = time.monotonic() + 60
@@ -118,12 +103,12 @@ def _wait_for_transaction_coordinator(port: int) -> str | None:
 
 
 @pytest.fixture
-def client(target) -> TxnClient:
+def client(target) -> RawClient:
     """A connection to a target whose transaction coordinator is ready."""
     if target.name not in _READY:
         _READY[target.name] = _wait_for_transaction_coordinator(target.port)
     assert _READY[target.name] is None, _READY[target.name]
-    c = TxnClient(target.port, client_id="conformance-txn")
+    c = RawClient(target.port, client_id="conformance-txn")
     yield c
     c.close()
 
@@ -131,10 +116,10 @@ def client(target) -> TxnClient:
 @pytest.fixture
 def connect(target, client):
     """connect() -> another connection to the target (one per producer), closed at the end."""
-    made: list[TxnClient] = []
+    made: list[RawClient] = []
 
-    def _connect(client_id: str = "conformance-txn") -> TxnClient:
-        c = TxnClient(target.port, client_id=client_id)
+    def _connect(client_id: str = "conformance-txn") -> RawClient:
+        c = RawClient(target.port, client_id=client_id)
         made.append(c)
         return c
 
