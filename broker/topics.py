@@ -11,6 +11,7 @@ import re
 import uuid
 
 from protocol.errors import ErrorCode
+from protocol.records import iter_batches
 
 from .log import LogConfig, LogManager
 from .producer_state import ProducerStateTable
@@ -145,6 +146,22 @@ class Partition:
         if producers.update(batch, first_offset, timestamp):
             log.first_unstable_offset = producers.first_unstable_offset()
         return ErrorCode.NONE, first_offset, None
+
+    def append_from_coordinator(self, records) -> int:
+        """Append a batch a coordinator wrote (e.g. a transactional offset commit into
+        __consumer_offsets) and let the producer state follow it, as Kafka does for its
+        coordinators' appends (no sequence or verification checks: the coordinator checked
+        the producer), so the last stable offset and the aborted index cover it. Returns the
+        first offset."""
+        log = self.log
+        first_offset = offset = log.append(records).first_offset
+        producers = self.producers
+        for batch in iter_batches(records):
+            if (batch.producer_id >= 0 and not batch.is_control
+                    and producers.update(batch, offset, batch.max_timestamp)):
+                log.first_unstable_offset = producers.first_unstable_offset()
+            offset += batch.last_offset_delta + 1
+        return first_offset
 
     def write_end_marker(self, producer_id: int, producer_epoch: int, commit: bool,
                          coordinator_epoch: int, timestamp: int,

@@ -639,3 +639,31 @@ def test_rebuild_after_delete_records_keeps_only_what_is_left(tmp_path, clock):
     state.rebuild(log)
     assert list(log.txn_index) == [] and state.producers == {}
     log.close()
+
+
+def test_a_coordinators_transactional_batch_opens_its_transaction_on_the_partition(broker):
+    """A transactional offset commit the group coordinator writes into __consumer_offsets: the
+    partition's last stable offset and aborted index follow it like a producer's batch."""
+    produce_one(broker, batch(-1, -1, -1, transactional=False), None)  # 0
+    p = partition(broker)
+    first = p.append_from_coordinator(build_batch([(b"k", b"v")], producer_id=7,
+                                                  producer_epoch=0, is_transactional=True))
+    assert first == 1 and p.last_stable_offset == 1
+    assert marker(broker, 7, 1, False) == {("t", 0): E.NONE}
+    assert p.last_stable_offset == 3 and list(p.log.txn_index) == [(7, 1, 2, 3)]
+
+
+def test_requests_queued_behind_a_closed_connection_are_dropped(broker):
+    class Conn:
+        closed = False
+
+    conn = Conn()
+    coordinator = broker.transactions
+    coordinator.hold = True
+    first = send(broker, [("t", 0, batch(7, 0, 0))], ctx=Ctx(12, conn))
+    second = send(broker, [("t", 1, batch(-1, -1, -1, transactional=False))], None,
+                  ctx=Ctx(12, conn))
+    conn.closed = True
+    coordinator.held[0][1]({("t", 0): E.NONE})
+    assert answer(first).error_code == E.NONE and second == []
+    assert partition(broker, 1).log.log_end_offset == 0 and produce._WAITING == {}

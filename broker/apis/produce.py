@@ -188,6 +188,8 @@ def _resume(conn) -> None:
     """Run the Produce requests that waited behind a finished one on ``conn``, in order, until
     one of them waits for the coordinator in turn."""
     queue = _WAITING.pop(conn, None)
+    if getattr(conn, "closed", False):
+        return  # nobody reads the answers; the client sends again on a new connection
     while queue:
         broker, ctx, request, respond = queue.popleft()
         _handle(broker, ctx, request, respond)
@@ -277,6 +279,7 @@ class TransactionalProduce:
         self.guards = {}
         keys = []
         for slot in self.transactional:
+            self.answers.pop(slot, None)  # a retry decides afresh
             partition, batch = self.checked[slot]
             code, guard = partition.producers.start_verification(
                 producer_id, batch.base_sequence, epoch, supports_epoch_bump)
