@@ -1,5 +1,9 @@
 """Fetch long-poll: a Fetch below min_bytes waits as a delayed operation, watched by each of its
-partitions, until a Produce to one of them brings enough bytes or max_wait_ms passes."""
+partitions, until a Produce to one of them brings enough bytes or max_wait_ms passes.
+
+A read_committed Fetch reads below the last stable offset, so an append above it brings
+nothing; the transaction marker that moves it wakes the fetch (``write_txn_markers`` calls
+``partition_appended`` too: a marker is an append)."""
 from __future__ import annotations
 
 from protocol.errors import ErrorCode
