@@ -49,6 +49,7 @@ LIMIT_LOG_INTERVAL_MS = 10_000
 #: the idle check runs at most this often
 IDLE_CHECK_MIN_MS = 100
 LISTEN_BACKLOG = 1024
+_NO_BUFFER = bytearray()
 
 
 class Request:
@@ -111,7 +112,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport = None
         self.peer = "?"
         self.client_host = ""
-        self.read_buffer = bytearray(READ_BUFFER_SIZE)  # small frames, reused
+        #: small frames, reused; made at the first read, so an idle connection costs little
+        self.read_buffer = _NO_BUFFER
         self.read_start = 0
         self.read_end = 0
         #: a frame larger than the read buffer: its bytes so far (never more than arrived, so a
@@ -189,7 +191,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self.read_end == len(self.read_buffer):
-            self._compact()
+            if self.read_buffer is _NO_BUFFER:
+                self.read_buffer = bytearray(READ_BUFFER_SIZE)
+            else:
+                self._compact()
         return memoryview(self.read_buffer)[self.read_end:]
 
     def buffer_updated(self, nbytes: int) -> None:
