@@ -57,6 +57,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       (ASSIGNOR "consumer" or "consumer:uniform|range": group.protocol=consumer, KIP-848)
  *   admin BOOTSTRAP TOPIC
  *   group-host BOOTSTRAP TOPIC ASSIGNOR SESSION_TIMEOUT_MS   (see GroupHost)
+ *   txn-... and streams-wordcount                           (see TransactionScenarios)
  * </pre>
  */
 public final class ClientScenarios {
@@ -94,7 +95,13 @@ public final class ClientScenarios {
                     admin(args[1], args[2]);
                     System.exit(0);
                 }
-                default -> usage();
+                default -> {
+                    if (!TransactionScenarios.handles(args[0])) {
+                        usage();
+                    }
+                    TransactionScenarios.run(args);
+                    System.exit(0);
+                }
             }
         } catch (Throwable t) {
             t.printStackTrace();
@@ -109,7 +116,8 @@ public final class ClientScenarios {
                 + "  group-consume BOOTSTRAP TOPIC GROUP ASSIGNOR MAX_SECONDS"
                 + " [--static INSTANCE_ID] [--prop name=value]...\n"
                 + "  admin BOOTSTRAP TOPIC\n"
-                + "  group-host BOOTSTRAP TOPIC ASSIGNOR SESSION_TIMEOUT_MS");
+                + "  group-host BOOTSTRAP TOPIC ASSIGNOR SESSION_TIMEOUT_MS\n"
+                + TransactionScenarios.usage());
         System.exit(2);
     }
 
@@ -539,11 +547,11 @@ public final class ClientScenarios {
 
     // ------------------------------------------------------------------ output
 
-    private static byte[] bytes(String s) {
+    static byte[] bytes(String s) {
         return s.getBytes(StandardCharsets.UTF_8);
     }
 
-    private static String string(byte[] b) {
+    static String string(byte[] b) {
         return b == null ? null : new String(b, StandardCharsets.UTF_8);
     }
 
