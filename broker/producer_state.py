@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import deque
 
 from protocol.errors import ErrorCode
+from protocol.records import TRANSACTIONAL_FLAG
 
 from .txn_markers import parse_end_marker
 
@@ -87,10 +88,6 @@ class Verification:
             self.lowest_sequence = sequence
 
 
-def _in_sequence(last_seq: int, seq: int) -> bool:
-    return seq == last_seq + 1 or (seq == 0 and last_seq == INT32_MAX)
-
-
 class ProducerStateTable:
     __slots__ = ("producers", "ongoing", "verifications")
 
@@ -137,15 +134,16 @@ class ProducerStateTable:
         """Validate one produced batch with a producer id: (NONE, None) to append it, (NONE,
         original) for a duplicate, or (error code, None). ``verification`` is the guard the
         request's verification returned for this partition (transactional batches only)."""
+        # (attributes and fields read directly: this runs for every idempotent batch)
         producer_id = batch.producer_id
         entry = self.producers.get(producer_id)
         epoch = batch.producer_epoch
         seq = batch.base_sequence
-        transactional = batch.is_transactional
+        transactional = batch.attributes & TRANSACTIONAL_FLAG
         current_epoch = NO_EPOCH
         if entry is not None:
             current_epoch = entry.epoch
-            if epoch == current_epoch:
+            if epoch == current_epoch and entry.batches:
                 last_seq = batch.last_sequence
                 for cached in entry.batches:
                     if cached.first_seq == seq and cached.last_seq == last_seq:
@@ -167,8 +165,11 @@ class ProducerStateTable:
         if epoch != current_epoch:
             if seq != 0 and current_epoch != NO_EPOCH:
                 return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, None
-        elif current_epoch != NO_EPOCH and not _in_sequence(entry.last_seq, seq):
-            return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, None
+        elif current_epoch != NO_EPOCH:
+            batches = entry.batches
+            last_seq = batches[-1].last_seq if batches else -1
+            if seq != last_seq + 1 and not (seq == 0 and last_seq == INT32_MAX):
+                return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, None
         if not transactional and entry is not None and entry.txn_first_offset >= 0:
             return ErrorCode.INVALID_TXN_STATE, None
         return ErrorCode.NONE, None
@@ -180,15 +181,18 @@ class ProducerStateTable:
         if producer_id < 0:
             return False
         entry = self.producers.get(producer_id)
+        epoch = batch.producer_epoch
         if entry is None:
-            entry = self.producers[producer_id] = ProducerStateEntry(batch.producer_epoch)
-        else:
-            entry.set_epoch(batch.producer_epoch)
+            entry = self.producers[producer_id] = ProducerStateEntry(epoch)
+        elif entry.epoch != epoch:
+            entry.set_epoch(epoch)
+        seq = batch.base_sequence
+        delta = batch.last_offset_delta
         entry.batches.append(BatchMetadata(
-            batch.base_sequence, batch.last_sequence, first_offset,
-            first_offset + batch.last_offset_delta, timestamp))
+            seq, -1 if seq < 0 else (seq + delta) & INT32_MAX, first_offset,
+            first_offset + delta, timestamp))
         entry.last_timestamp = timestamp
-        if batch.is_transactional:
+        if batch.attributes & TRANSACTIONAL_FLAG:
             if self.verifications:
                 self.verifications.pop(producer_id, None)  # the transaction is open now
             if entry.txn_first_offset < 0:
