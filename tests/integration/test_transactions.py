@@ -793,10 +793,12 @@ def test_kill_9_in_the_middle_of_transactions(tmp_path):
     """kbroker with --data-dir killed with SIGKILL while one transaction is open and right after
     another's commit was acknowledged (durability_scenario)."""
     if ON_KAFKA:
-        server = RestartableKafka(overrides=ABORT_CHECK)
-        server.start()
-        restart = lambda: (server.kill(), server.restart())  # noqa: E731
-        servers = [server]
+        servers = [RestartableKafka(overrides=ABORT_CHECK)]
+        servers[0].start()
+
+        def restart() -> None:
+            servers[0].kill()
+            servers[0].restart()
     else:
         data_dir = str(tmp_path / "data")
         servers = [BrokerProcess(data_dir=data_dir, overrides=ABORT_CHECK)]
