@@ -27,12 +27,13 @@ def partition_writer(broker, topic: str):
             now = broker.clock()
             batch_records = [SimpleRecord(key, value, timestamp=now) for key, value in records]
             if producer is None:
-                batch = build_batch(batch_records)
+                target.log.append(build_batch(batch_records))
             else:
-                batch = build_batch(batch_records, producer_id=producer[0],
-                                    producer_epoch=producer[1], base_sequence=NO_SEQUENCE,
-                                    is_transactional=True)
-            target.log.append(batch)
+                # the partition's producer state opens the transaction, so that its last
+                # stable offset and aborted index cover it until the marker
+                target.append_from_coordinator(build_batch(
+                    batch_records, producer_id=producer[0], producer_epoch=producer[1],
+                    base_sequence=NO_SEQUENCE, is_transactional=True))
         except Exception as exc:  # noqa: BLE001 - answered as Kafka answers a failed append
             log.error("coordinator log append failed", topic=topic, partition=partition,
                       error=str(exc))
