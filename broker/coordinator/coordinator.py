@@ -27,7 +27,7 @@ At startup with a data directory the broker replays each partition::
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Callable
 
 import structlog
@@ -40,7 +40,7 @@ from .group import GroupState
 from .classic.manager import make_join_callback, make_sync_callback
 from .consumer.group import ConsumerGroup, GroupError
 from .records import append_error
-from .runtime import CoordinatorRuntime
+from .runtime import CoordinatorRuntime, settings_from
 from .shard import GroupCoordinatorShard, Stats
 
 log = structlog.get_logger("broker.coordinator")
@@ -80,29 +80,9 @@ class CoordinatorConfig:
 
     @classmethod
     def from_config(cls, config=None) -> "CoordinatorConfig":
-        """From None (defaults), a CoordinatorConfig, or a mapping (a dict or the broker's
-        config) keyed by Kafka's names (``group.max.size``) or by these attribute names."""
-        if config is None:
-            return cls()
-        if isinstance(config, cls):
-            return config
-        values = {}
-        for f in fields(cls):
-            for name in (f.name.replace("_", "."), f.name):
-                try:
-                    value = config[name]
-                except (KeyError, IndexError, TypeError, AttributeError):
-                    continue
-                if value is not None:
-                    if f.type in (tuple, "tuple"):
-                        values[f.name] = tuple(value) if not isinstance(value, str) else \
-                            tuple(v.strip() for v in value.split(",") if v.strip())
-                    elif f.type in (str, "str"):
-                        values[f.name] = str(value).lower()
-                    else:
-                        values[f.name] = int(value)
-                    break
-        return cls(**values)
+        """From None (defaults), a CoordinatorConfig, or a mapping keyed by Kafka's names
+        (``group.max.size``) or by these attribute names."""
+        return settings_from(cls, config)
 
 
 def _stored_now(partition, records, on_done, **kwargs) -> None:

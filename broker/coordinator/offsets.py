@@ -132,18 +132,8 @@ class OffsetMetadataManager:
                 results[(t, p)] = error
             respond(results)
             return
-        now = self.shard.clock()
-        records = []
-        written = []
-        max_metadata = self.shard.config.offset_metadata_max_bytes
-        for topic, partition, offset, leader_epoch, metadata, _ in todo:
-            if java_length(metadata) > max_metadata:
-                results[(topic, partition)] = E.OFFSET_METADATA_TOO_LARGE
-                continue
-            value = OffsetAndMetadata(offset, leader_epoch if version >= 2 else -1,
-                                      metadata or "", now, None)
-            records.append(rec.offset_commit_record(group_id, topic, partition, value))
-            written.append((topic, partition))
+        records, written = self._offset_records(group_id, todo, results, version >= 2,
+                                                self.shard.clock(), None, None)
         if not records:
             respond(results)
             return
@@ -239,23 +229,8 @@ class OffsetMetadataManager:
         expire = None
         if 2 <= version <= 4 and request.retention_time_ms not in (None, -1):
             expire = now + request.retention_time_ms
-        records = []
-        written = []
-        max_metadata = self.shard.config.offset_metadata_max_bytes
-        for topic, partition, offset, leader_epoch, metadata, _ in todo:
-            if partition_check is not None:
-                found = self.shard.topics.get(topic)
-                refused = partition_check(found[0] if found else None, partition)
-                if refused is not None:
-                    results[(topic, partition)] = refused
-                    continue
-            if java_length(metadata) > max_metadata:
-                results[(topic, partition)] = E.OFFSET_METADATA_TOO_LARGE
-                continue
-            value = OffsetAndMetadata(offset, leader_epoch if version >= 6 else -1,
-                                      metadata or "", now, expire)
-            records.append(rec.offset_commit_record(group_id, topic, partition, value))
-            written.append((topic, partition))
+        records, written = self._offset_records(group_id, todo, results, version >= 6, now,
+                                                expire, partition_check)
         if not records:
             respond(results)
             self.shard.maybe_drop_transient_group(group)
@@ -281,6 +256,31 @@ class OffsetMetadataManager:
             respond(results)
 
         self.shard.write(records, stored)
+
+    def _offset_records(self, group_id: str, todo: list, results: dict,
+                        with_leader_epoch: bool, now: int, expire: int | None,
+                        partition_check) -> tuple[list, list]:
+        """The OffsetCommit records of ``todo``, and the partitions they are for; a refused
+        partition (its member may not commit it, or its metadata is too large) gets its error in
+        ``results``."""
+        records = []
+        written = []
+        max_metadata = self.shard.config.offset_metadata_max_bytes
+        for topic, partition, offset, leader_epoch, metadata, _ in todo:
+            if partition_check is not None:
+                found = self.shard.topics.get(topic)
+                refused = partition_check(found[0] if found else None, partition)
+                if refused is not None:
+                    results[(topic, partition)] = refused
+                    continue
+            if java_length(metadata) > max_metadata:
+                results[(topic, partition)] = E.OFFSET_METADATA_TOO_LARGE
+                continue
+            value = OffsetAndMetadata(offset, leader_epoch if with_leader_epoch else -1,
+                                      metadata or "", now, expire)
+            records.append(rec.offset_commit_record(group_id, topic, partition, value))
+            written.append((topic, partition))
+        return records, written
 
     def _validate_commit(self, group: GroupMetadata, generation: int, member_id: str,
                                 instance_id: str | None):

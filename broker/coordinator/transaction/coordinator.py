@@ -26,7 +26,7 @@ partitions implicitly and get a new epoch at every EndTxn.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Callable
 
 import structlog
@@ -37,7 +37,7 @@ from protocol.errors import ErrorCode
 from ...purgatory import Timer
 from ..coordinator_timer import CoordinatorTimer
 from ..records import append_error
-from ..runtime import CoordinatorRuntime
+from ..runtime import CoordinatorRuntime, settings_from
 from . import records
 from .metadata import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SHORT_MAX, IllegalTransition,
                        ProducerFenced, TransactionMetadata, TransactionState, TxnTransit)
@@ -77,25 +77,7 @@ class TransactionConfig:
 
     @classmethod
     def from_config(cls, config=None) -> "TransactionConfig":
-        if config is None:
-            return cls()
-        if isinstance(config, cls):
-            return config
-        values = {}
-        for f in fields(cls):
-            for name in (f.name.replace("_", "."), f.name):
-                try:
-                    value = config[name]
-                except (KeyError, IndexError, TypeError, AttributeError):
-                    continue
-                if value is not None:
-                    if f.type in (bool, "bool"):
-                        values[f.name] = value if isinstance(value, bool) else \
-                            str(value).lower() == "true"
-                    else:
-                        values[f.name] = int(value)
-                    break
-        return cls(**values)
+        return settings_from(cls, config)
 
 
 class TransactionCoordinator(CoordinatorRuntime):
@@ -128,12 +110,23 @@ class TransactionCoordinator(CoordinatorRuntime):
         for shard in self.shards:
             shard.on_loaded_pending = self._complete_loaded
         self._closed = False
-        self.keyed_timer.schedule(
-            "abort-timed-out", self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
-            self._abort_timed_out_periodically)
-        self.keyed_timer.schedule(
-            "expire-ids", self.config.transaction_remove_expired_transaction_cleanup_interval_ms,
-            self._expire_ids_periodically)
+        self._every("abort-timed-out",
+                    self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                    self.abort_timed_out_transactions)
+        self._every("expire-ids",
+                    self.config.transaction_remove_expired_transaction_cleanup_interval_ms,
+                    self.expire_transactional_ids)
+
+    def _every(self, key: str, interval_ms: int, task: Callable[[], object]) -> None:
+        """Run ``task`` every ``interval_ms`` until close (Kafka's scheduled coordinator tasks)."""
+        def run() -> None:
+            try:
+                task()
+            finally:
+                if not self._closed:
+                    self.keyed_timer.schedule(key, interval_ms, run)
+
+        self.keyed_timer.schedule(key, interval_ms, run)
 
     def _count_producer_ids(self) -> int:
         self._next_id += 1
@@ -537,16 +530,6 @@ class TransactionCoordinator(CoordinatorRuntime):
                               and not shard.loading else None)
 
     # ================================================================== timeouts, expiration
-    def _abort_timed_out_periodically(self) -> None:
-        try:
-            self.abort_timed_out_transactions()
-        finally:
-            if not self._closed:
-                self.keyed_timer.schedule(
-                    "abort-timed-out",
-                    self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
-                    self._abort_timed_out_periodically)
-
     def abort_timed_out_transactions(self) -> int:
         """Fence and abort every Ongoing transaction older than its timeout."""
         now = self.clock()
@@ -567,16 +550,6 @@ class TransactionCoordinator(CoordinatorRuntime):
                                       transit.producer_epoch, False, False, 2,
                                       lambda err, pid, epoch: None)
         return aborted
-
-    def _expire_ids_periodically(self) -> None:
-        try:
-            self.expire_transactional_ids()
-        finally:
-            if not self._closed:
-                self.keyed_timer.schedule(
-                    "expire-ids",
-                    self.config.transaction_remove_expired_transaction_cleanup_interval_ms,
-                    self._expire_ids_periodically)
 
     def expire_transactional_ids(self) -> int:
         """Remove ids idle for ``transactional.id.expiration.ms`` (tombstones)."""
