@@ -568,7 +568,10 @@ def _listening_sockets(host: str, port: int) -> list[socket.socket]:
     socks: list[socket.socket] = []
     try:
         for family, type_, proto, _, address in dict.fromkeys(infos):
-            sock = socket.socket(family, type_, proto)
+            try:
+                sock = socket.socket(family, type_, proto)
+            except OSError:
+                continue  # a family this host cannot open (IPv6 turned off)
             socks.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
@@ -584,6 +587,8 @@ def _listening_sockets(host: str, port: int) -> list[socket.socket]:
         for sock in socks:
             sock.close()
         raise
+    if not socks:
+        raise OSError(f"no address to listen on for {host or '*'}:{port}")
     return socks
 
 
