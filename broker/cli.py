@@ -113,9 +113,13 @@ def main(argv=None) -> int:
         import uvloop
     except ImportError:
         uvloop = None
-    if uvloop is not None:
-        return uvloop.run(_run(config))
-    return asyncio.run(_run(config))
+    try:
+        if uvloop is not None:
+            return uvloop.run(_run(config))
+        return asyncio.run(_run(config))
+    except ConfigError as exc:  # a setting found wrong only at start (a host name)
+        print(f"kbroker: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from protocol.messages import ApiVersionsResponse
 from protocol.schema import DecodeError
 
 from . import apis
+from .config import ConfigError
 
 log = structlog.get_logger("broker.server")
 
@@ -481,8 +482,8 @@ def resolve_ip_overrides(overrides) -> dict[str, int]:
         try:
             infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
         except OSError as exc:
-            raise OSError(f"max.connections.per.ip.overrides: cannot resolve {host!r}: "
-                          f"{exc}") from None
+            raise ConfigError(f"max.connections.per.ip.overrides: cannot resolve {host!r}: "
+                              f"{exc.strerror or exc}") from None
         for info in infos:
             out[ipaddress.ip_address(info[4][0]).compressed] = count
     return out

@@ -31,6 +31,11 @@ def test_help_lists_settings_by_kafka_name():
     (["--override", "auto.create.topics.enable=maybe"], "auto.create.topics.enable"),
     (["--listeners", "PLAINTEXT://127.0.0.1"], "has no port"),
     (["--override", "num.partitions"], "expects name=value"),
+    (["--override", "max.connections.per.ip=0"],
+     "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides"),
+    (["--override", "max.connections.per.ip.overrides=host.invalid:3", "--port", "0",
+      "--metrics-port", "0"],
+     "max.connections.per.ip.overrides: cannot resolve 'host.invalid'"),
 ])
 def test_bad_settings_are_refused_at_start(args, fragment):
     result = run_cli(*args)
