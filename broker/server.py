@@ -143,6 +143,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         #: write or look of the idle check: a buffer that shrank since was being sent
         self.last_active = 0
         self.write_buffer_seen = 0
+        #: it held more than QUEUED_ANSWER_BYTES of answers, or a frame larger than its read
+        #: buffer, at some point: when it closes, freed memory is given back to the system
+        self.held_much = False
         #: the address whose slot of the server's connection quotas this connection holds (given
         #: back once, when it closes)
         self.quota_host: str | None = None
@@ -181,9 +184,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.big = None
         self.out = []
         self.out_bytes = 0
+        if self.held_much:
+            server.schedule_trim()
 
     def pause_writing(self) -> None:
         self.writing_paused = True
+        self.held_much = True
         self._update_reading()
 
     def resume_writing(self) -> None:
@@ -271,6 +277,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 # a large frame: gathered as its bytes arrive (never allocated ahead of them)
                 self.big = bytearray(buf[start + 4:end])
                 self.big_size = size
+                self.held_much = True
                 self.read_start = self.read_end = 0
             break
         if self.read_start == self.read_end:
@@ -593,6 +600,23 @@ def _listening_sockets(host: str, port: int) -> list[socket.socket]:
     return socks
 
 
+def _find_malloc_trim():
+    try:
+        import ctypes
+        import ctypes.util
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None  # not glibc
+
+
+#: glibc's malloc_trim: glibc keeps memory that was freed (its mmap threshold grows with the
+#: largest block freed, so large answers end up in the heap), and a process that once held
+#: the answers of hundreds of stalled clients would keep that RSS after they left
+_malloc_trim = _find_malloc_trim()
+#: memory goes back to the system this long after the last connection that held much closed
+TRIM_DELAY_MS = 1000
+
+
 def _raise_open_files_limit() -> None:
     """Let the soft limit of open files reach the hard one, as the JVM does at start: with
     max.connections unlimited (Kafka's default) a default soft limit of 1024 would be the real
@@ -621,6 +645,7 @@ class Server:
         self.slot_freed: asyncio.Future | None = None
         self.max_idle_ms = config["connections.max.idle.ms"]
         self.idle_check = None
+        self.trim = None
         self.limit_log = LimitLog(broker.timer)
         #: queued.max.request.bytes (0: unlimited): request bytes read and not yet answered,
         #: over all connections; at the limit no connection starts a new request
@@ -705,6 +730,16 @@ class Server:
             if not waiter.done():
                 waiter.set_result(None)
 
+    def schedule_trim(self) -> None:
+        """Give freed memory back to the system a moment after connections that held much
+        closed (once for a whole flood of them)."""
+        if _malloc_trim is not None and self.trim is None:
+            self.trim = self.broker.timer.call_later(TRIM_DELAY_MS, self._trim)
+
+    def _trim(self) -> None:
+        self.trim = None
+        _malloc_trim(0)
+
     # -- connections.max.idle.ms
 
     def schedule_idle_check(self) -> None:
@@ -776,9 +811,10 @@ class Server:
     def stop_accepting(self) -> None:
         for task in self.acceptors:
             task.cancel()  # each closes its listening socket as it ends
-        if self.idle_check is not None:
-            self.idle_check.cancel()
-            self.idle_check = None
+        for handle in (self.idle_check, self.trim):
+            if handle is not None:
+                handle.cancel()
+        self.idle_check = self.trim = None
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop accepting, let in-flight requests finish (up to grace seconds), close."""
