@@ -667,3 +667,82 @@ def test_requests_queued_behind_a_closed_connection_are_dropped(broker):
     coordinator.held[0][1]({("t", 0): E.NONE})
     assert answer(first).error_code == E.NONE and second == []
     assert partition(broker, 1).log.log_end_offset == 0 and produce._WAITING == {}
+
+
+# --- a real broker process: kill -9 with a transaction open ---------------------------------
+
+OPEN_TRANSACTION_PRODUCER = r"""
+import sys, time
+import confluent_kafka
+p = confluent_kafka.Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[2],
+                              "transaction.timeout.ms": 6000, "linger.ms": 0})
+p.init_transactions(20)
+p.begin_transaction()
+for i in range(2):
+    p.produce(sys.argv[3], b"committed-%d" % i, partition=0)
+p.commit_transaction(20)
+p.begin_transaction()
+for i in range(3):
+    p.produce(sys.argv[3], b"open-%d" % i, partition=0)
+p.flush(20)
+print("open", flush=True)
+time.sleep(120)
+"""
+
+
+def test_after_kill_9_an_open_transaction_stays_above_the_lso_until_it_times_out(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from protocol.messages import CreateTopicsRequest as C
+    from tests.support import BrokerProcess, RawClient
+
+    settings = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 200}
+    first = BrokerProcess(data_dir=str(tmp_path), overrides=settings)
+    first.start()
+    client = RawClient(first.port)
+    client.call(C(topics=[C.CreatableTopic(name="k9", num_partitions=1, replication_factor=1)],
+                  timeout_ms=5000), 7)
+    client.close()
+    producer = subprocess.Popen([sys.executable, "-c", OPEN_TRANSACTION_PRODUCER,
+                                 first.bootstrap, "k9-txn", "k9"], stdout=subprocess.PIPE,
+                                text=True)
+    try:
+        assert producer.stdout.readline().strip() == "open"
+        first.kill()
+    finally:
+        producer.kill()
+        producer.wait()
+    again = BrokerProcess(data_dir=str(tmp_path), overrides=settings, port=first.port)
+    again.start()
+    try:
+        client = RawClient(again.port)
+
+        def fetched(isolation):
+            request = fetch_request(0, isolation)
+            request.topics[0].topic = "k9"
+            p = client.call(request, 11).responses[0].partitions[0]
+            records = [(r.offset, "marker" if b.is_control else r.value)
+                       for b in iter_batches(p.records) for r in b.records()]
+            return p.last_stable_offset, p.aborted_transactions, records
+
+        def latest(isolation):
+            request = L(replica_id=-1, isolation_level=isolation, topics=[L.ListOffsetsTopic(
+                name="k9", partitions=[L.ListOffsetsPartition(partition_index=0, timestamp=-1)])])
+            return client.call(request, 5).topics[0].partitions[0].offset
+
+        committed = [(0, b"committed-0"), (1, b"committed-1"), (2, "marker")]
+        lso, aborted, records = fetched(1)
+        assert (lso, aborted, records, latest(1), latest(0)) == (3, [], committed, 3, 6)
+        deadline = time.monotonic() + 30
+        while latest(1) == 3 and time.monotonic() < deadline:
+            time.sleep(0.2)  # the coordinator aborts the transaction once it times out
+        lso, aborted, records = fetched(1)
+        assert (lso, records) == (7, committed + [(3, b"open-0"), (4, b"open-1"),
+                                                  (5, b"open-2"), (6, "marker")])
+        [txn] = aborted
+        assert txn.first_offset == 3
+        client.close()
+    finally:
+        again.stop()
