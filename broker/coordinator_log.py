@@ -85,8 +85,9 @@ def begin_loading_all(broker, runtime, topic: str) -> None:
         runtime.begin_loading(partition.index)
 
 
-async def load_all(broker, runtime, topic: str) -> int:
-    """Replay every partition of ``topic`` into ``runtime``'s shards (already loading)."""
+async def load_all(broker, runtime, topic: str) -> tuple[int, float]:
+    """Replay every partition of ``topic`` into ``runtime``'s shards (already loading):
+    (records replayed, seconds)."""
     partitions = broker.topics.get(topic).partitions
     started = time.monotonic()
     total = 0
@@ -94,7 +95,4 @@ async def load_all(broker, runtime, topic: str) -> int:
         total += runtime.load(partition.index, read_entries(partition.log))
         runtime.finish_loading(partition.index)
         await asyncio.sleep(0)
-    if total:
-        log.info("coordinator state loaded", topic=topic, records=total,
-                 seconds=round(time.monotonic() - started, 3))
-    return total
+    return total, round(time.monotonic() - started, 3)

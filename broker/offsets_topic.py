@@ -6,11 +6,15 @@ understand them, and replays them at start.
 """
 from __future__ import annotations
 
+import structlog
+
 from . import coordinator_log
 from .coordinator import GroupCoordinator
 from .coordinator.coordinator import TopicsView
 from .coordinator_log import marker_writer, partition_writer
 from .topics import OFFSETS_TOPIC
+
+log = structlog.get_logger("broker.coordinator")
 
 
 def build_coordinator(broker) -> GroupCoordinator:
@@ -50,4 +54,7 @@ class BrokerTopicsView(TopicsView):
 
 async def load_all(broker) -> None:
     """Replay every partition into its shard; each shard answers LOAD_IN_PROGRESS until done."""
-    await coordinator_log.load_all(broker, broker.coordinator, OFFSETS_TOPIC)
+    records, seconds = await coordinator_log.load_all(broker, broker.coordinator, OFFSETS_TOPIC)
+    if records:
+        log.info("offsets loaded", records=records, groups=broker.coordinator.group_count(),
+                 seconds=seconds)

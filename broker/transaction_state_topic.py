@@ -2,9 +2,13 @@
 shard N, and markers go straight into the partitions of each transaction (txn_markers.py)."""
 from __future__ import annotations
 
+import structlog
+
 from . import coordinator_log
 from .coordinator.transaction import TransactionCoordinator
 from .topics import TRANSACTION_STATE_TOPIC
+
+log = structlog.get_logger("broker.transactions")
 
 TRANSACTION_STATE_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
 
@@ -31,7 +35,11 @@ def build_transaction_coordinator(broker) -> TransactionCoordinator:
 
 
 async def load_all(broker) -> None:
-    await coordinator_log.load_all(broker, broker.transactions, TRANSACTION_STATE_TOPIC)
+    records, seconds = await coordinator_log.load_all(broker, broker.transactions,
+                                                      TRANSACTION_STATE_TOPIC)
+    if records:
+        log.info("transactions loaded", records=records, seconds=seconds,
+                 transactional_ids=sum(len(s.transactions) for s in broker.transactions.shards))
     broker.next_producer_id = max(broker.next_producer_id,
                                   broker.transactions.max_producer_id() + 1)
 
