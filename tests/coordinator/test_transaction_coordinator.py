@@ -282,3 +282,20 @@ def test_describe_and_list(txn):
     assert (error, unknown, [r[0] for r in rows]) == (E.NONE, ["Bogus"], ["tx"])
     error, _, rows = txn.coordinator.list_transactions([], [], -1, "oth.*")
     assert [r[0] for r in rows] == ["other"]
+
+
+def test_idle_transactional_ids_expire_with_a_tombstone():
+    txn = Txn({"transactional.id.expiration.ms": 60_000,
+               "transaction.remove.expired.transaction.cleanup.interval.ms": 10_000})
+    _, pid, epoch = txn.init("idle")
+    _, other, _ = txn.init("busy", timeout=900_000)
+    txn.add("busy", other, 0, ("t", 0))          # Ongoing: never expires
+    txn.advance(50_000)
+    assert txn.coordinator.describe("idle").error_code == E.NONE
+    txn.advance(20_000)                          # past 60 s idle, at a sweep
+    assert txn.coordinator.describe("idle").error_code == E.TRANSACTIONAL_ID_NOT_FOUND
+    assert txn.coordinator.describe("busy").transaction_state == "Ongoing"
+    partition = txn.coordinator.partition_for("idle")
+    assert txn.log.records(partition)[-1][1] is None   # the tombstone
+    # the id starts over with a new producer id
+    assert txn.init("idle")[1] not in (pid, other)
