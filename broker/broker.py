@@ -12,6 +12,7 @@ from .fetch_purgatory import FetchPurgatory
 from .offsets_topic import build_coordinator, load_all
 from .metrics import Metrics
 from .server import Server
+from .testing.faults import Faults
 from .timer import AsyncioTimerDriver
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager
 from .transaction_state_topic import (TRANSACTION_STATE_CONFIGS, build_transaction_coordinator,
@@ -35,6 +36,7 @@ class Broker:
         self.timer_driver = AsyncioTimerDriver(self.clock)
         self.timer = self.timer_driver.timer
         self.topics = TopicManager(config, config["log.dirs"])
+        self.faults = Faults(self)
         self.server = Server(self)
         self.next_producer_id = 1000
         self.ready = False

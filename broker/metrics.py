@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import struct
 from bisect import bisect_left
 
@@ -40,6 +41,8 @@ _BATCH_HEADER = struct.Struct(">qi")      # base offset, batch length (bytes aft
 _RECORDS_COUNT = struct.Struct(">i")      # at byte 57 of a v2 record batch
 _RECORDS_COUNT_AT = 57
 _BATCH_OVERHEAD = 12                      # base offset + length fields
+#: largest body POST /faults reads
+MAX_FAULT_BODY = 1 << 20
 
 
 def _error_paths(response_cls) -> tuple[tuple[str, ...], ...]:
@@ -300,6 +303,9 @@ class Metrics:
             "kafka_group_rebalance_duration_seconds",
             "Time from a rebalance's start (PreparingRebalance) until its group is Stable "
             "(assignment stored), once per generation.", buckets=REBALANCE_BUCKETS, registry=r)
+        self.faults = Counter("kafka_faults_fired_total",
+                              "Injected faults that fired (broker/testing/faults.py), by API, "
+                              "action and error.", ["api", "action", "error"], registry=r)
         r.register(BrokerStateCollector(broker))
         self.traffic = TrafficCollector()
         r.register(self.traffic)
@@ -341,6 +347,9 @@ class Metrics:
             _collect_codes(response, path, 0, codes)
             for code in codes:
                 self.error(api, code)
+
+    def fault_fired(self, api: str, action: str, error: str) -> None:
+        self.faults.labels(api, action, error).inc()
 
     def group_stable(self, rebalance_ms: int) -> None:
         """The coordinator's hook: a rebalance ended with the group Stable."""
@@ -390,13 +399,15 @@ class Metrics:
 
     # -- HTTP endpoint
 
-    async def serve(self) -> None:
+    async def serve(self, port: int | None = None) -> None:
         """Start the endpoint. It is auxiliary: when its address cannot be bound (a second
         broker or another exporter on the same machine holds the port), one warning says which
-        setting to change and the broker runs without it."""
-        port = self.broker.config["metrics.port"]
-        if not port:
-            return
+        setting to change and the broker runs without it. ``port`` 0 from a caller (the
+        embedded broker) binds a free port; metrics.port 0 turns the endpoint off."""
+        if port is None:
+            port = self.broker.config["metrics.port"]
+            if not port:
+                return
         host = self.broker.config["metrics.host"]
         try:
             self.http_server = await asyncio.start_server(self._http, host or None, port)
@@ -419,12 +430,25 @@ class Metrics:
     async def _http(self, reader, writer) -> None:
         try:
             line = await asyncio.wait_for(reader.readline(), 5)
-            while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
-                pass
+            length = 0
+            while True:
+                header = await asyncio.wait_for(reader.readline(), 5)
+                if header in (b"\r\n", b"\n", b""):
+                    break
+                name, _, value = header.decode("latin-1").partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value.strip() or 0)
             parts = line.decode("latin-1").split()
             method = parts[0] if parts else ""
             path = parts[1].split("?")[0] if len(parts) >= 2 else ""
-            if path == "/metrics":
+            if path == "/faults" or path.startswith("/faults/"):
+                if length > MAX_FAULT_BODY:
+                    status, ctype, body = "413 Payload Too Large", "text/plain", b"too large\n"
+                else:
+                    data = await asyncio.wait_for(reader.readexactly(length), 5) if length \
+                        else b""
+                    status, ctype, body = self._faults_http(method, path, data)
+            elif path == "/metrics":
                 status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.registry)
             elif path == "/health":
                 status, ctype, body = "200 OK", "text/plain", b"ok\n"
@@ -438,9 +462,39 @@ class Metrics:
                     f"{len(body)}\r\nConnection: close\r\n\r\n").encode()
             writer.write(head if method == "HEAD" else head + body)
             await writer.drain()
-        except (asyncio.TimeoutError, ConnectionError):
+        except (asyncio.TimeoutError, ConnectionError, asyncio.IncompleteReadError, ValueError):
             pass
         except Exception:  # noqa: BLE001 - a scrape must never take the broker down
             log.exception("metrics request failed")
         finally:
             writer.close()
+
+    def _faults_http(self, method: str, path: str, data: bytes) -> tuple[str, str, bytes]:
+        """The fault endpoints, as JSON: ``POST /faults`` adds one (or a list), ``GET /faults``
+        lists them with how many times each fired, ``DELETE /faults`` clears them and
+        ``DELETE /faults/<id>`` removes one."""
+        from .testing.faults import FaultError
+        faults = self.broker.faults
+
+        def answer(status: str, value) -> tuple[str, str, bytes]:
+            return status, "application/json", json.dumps(value).encode() + b"\n"
+
+        fault_id = path[len("/faults/"):] if path.startswith("/faults/") else None
+        try:
+            if method == "GET" and fault_id is None:
+                return answer("200 OK", faults.list())
+            if method == "POST" and fault_id is None:
+                spec = json.loads(data or b"null")
+                specs = spec if isinstance(spec, list) else [spec]
+                added = [faults.add(s).to_dict() for s in specs]
+                return answer("201 Created", added if isinstance(spec, list) else added[0])
+            if method == "DELETE" and fault_id is None:
+                return answer("200 OK", {"cleared": faults.clear()})
+            if method == "DELETE" and fault_id.isdigit():
+                if faults.remove(int(fault_id)):
+                    return answer("200 OK", {"removed": int(fault_id)})
+                return answer("404 Not Found", {"error": f"no fault {fault_id}"})
+        except (FaultError, json.JSONDecodeError) as exc:
+            return answer("400 Bad Request", {"error": str(exc)})
+        return answer("405 Method Not Allowed",
+                      {"error": "GET, POST or DELETE /faults; DELETE /faults/<id>"})

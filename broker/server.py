@@ -104,6 +104,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker, listener: str) -> None:
         self.broker = broker
         self.server = broker.server
+        self.faults = broker.faults
         self.listener = listener
         self.config = broker.config
         self.clock = broker.clock
@@ -363,6 +364,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         req = Request(self, handler, codec, header, received)
         self.pending.append(req)
         try:
+            # the one look at faults (broker/testing/faults.py) a request pays
+            if self.faults.armed and self.faults.intercept(self, req, request):
+                return
             handler.handle(self.broker, req, request, req.respond)
         except Exception:
             log.exception("handler failed", api=handler.name, version=version, peer=self.peer)
@@ -461,6 +465,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.closed = True
             if self.transport is not None:
                 self.transport.close()
+
+    def drop(self, reason: str) -> None:
+        """Close at once instead of answering (a fault's disconnect): answers already made are
+        written first, the requests still in flight are lost as on a broken connection."""
+        if self.closed:
+            return
+        log.info("closing connection", peer=self.peer, listener=self.listener, reason=reason)
+        self._flush()
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
 
     def expire(self) -> None:
         """Idle for connections.max.idle.ms: closed (answers the client never took are
