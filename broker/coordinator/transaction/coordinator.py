@@ -390,10 +390,11 @@ class TransactionCoordinator(CoordinatorRuntime):
         if (from_client and producer_epoch != md.producer_epoch) or \
                 producer_epoch < md.producer_epoch:
             raise _Refused(E.PRODUCER_FENCED)
-        fencing = md.pending_state is S.PREPARE_EPOCH_FENCE
-        if md.pending_transition_in_progress and not fencing:
+        # the coordinator's own aborts (fencing, timeouts) take the version 2 path: a pending
+        # fence is never seen here
+        if md.pending_transition_in_progress:
             raise _Refused(E.CONCURRENT_TRANSACTIONS)
-        return self._prepare_end_state(md, commit, fencing, 0, producer_epoch)
+        return self._prepare_end_state(md, commit, False, 0)
 
     def _prepare_end_v2(self, md: TransactionMetadata, producer_id: int, producer_epoch: int,
                         commit: bool, from_client: bool) -> TxnTransit:
@@ -434,20 +435,14 @@ class TransactionCoordinator(CoordinatorRuntime):
             if commit:
                 raise _Refused(E.INVALID_TXN_STATE)
             return self._prepare_completion(md, S.PREPARE_ABORT, 2, True, fencing)
-        return self._prepare_end_state(md, commit, fencing, 2, producer_epoch)
+        return self._prepare_end_state(md, commit, fencing, 2)
 
     def _prepare_end_state(self, md: TransactionMetadata, commit: bool, fencing: bool,
-                           client_version: int, producer_epoch: int) -> TxnTransit:
+                           client_version: int) -> TxnTransit:
         """The transition of an EndTxn that met a transaction in ``md.state``."""
         state = md.state
         if state is S.ONGOING:
             target = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-            if fencing and client_version < 2 and target is S.PREPARE_ABORT:
-                md.pending_state = None
-                md.producer_epoch = producer_epoch
-                md.last_producer_epoch = NO_PRODUCER_EPOCH
-                return md.prepare_abort_or_commit(target, 0, NO_PRODUCER_ID, self.clock(),
-                                                  False)
             return self._prepare_completion(md, target, client_version, False, fencing)
         if state is S.COMPLETE_COMMIT:
             raise _Refused(E.NONE if commit else E.INVALID_TXN_STATE)
