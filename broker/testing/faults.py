@@ -517,6 +517,8 @@ class Faults:
     def add(self, spec: dict | None = None, **fields) -> Fault:
         """Add a fault (a dict as over HTTP, or keyword arguments); an action fires now."""
         from .. import apis
+        if spec is not None and not isinstance(spec, dict):
+            raise FaultError(f"a fault is a JSON object, not {type(spec).__name__}")
         spec = dict(spec or {}, **fields)
         known = {h.name for h in apis.HANDLERS.values()}
         fault = Fault(next(self.ids), spec, known, self.broker.clock())
