@@ -374,8 +374,14 @@ class GroupCoordinator(CoordinatorRuntime):
             respond(m.ConsumerGroupHeartbeatResponse(
                 error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS), member_epoch=0))
             return
-        records, response = shard.consumer.heartbeat(
-            request, api_version, _client_id(context), _client_host(context))
+        client_id = _client_id(context)
+        client_host = _client_host(context)
+        response = shard.consumer.steady_heartbeat(request, client_id, client_host)
+        if response is not None:
+            respond(response)
+            return
+        records, response = shard.consumer.heartbeat(request, api_version, client_id,
+                                                     client_host)
         if not records:
             respond(response)
             return

@@ -48,6 +48,18 @@ class CoordinatorTimer:
         entry.handle = self.timer.add(deadline, lambda: self._due(key, entry))
         self.tasks[key] = entry
 
+    def extend_to(self, key: Hashable, delay_ms: int) -> bool:
+        """extend() of a deadline pending from an earlier extend() with the same function:
+        False, changing nothing, when there is none or the new deadline would be earlier."""
+        entry = self.tasks.get(key)
+        if entry is None or entry.deadline is None:
+            return False
+        deadline = self.timer.clock() + delay_ms
+        if entry.deadline > deadline:
+            return False
+        entry.deadline = deadline
+        return True
+
     def _due(self, key: Hashable, entry: _Entry) -> None:
         if self.tasks.get(key) is not entry:
             return

@@ -110,6 +110,33 @@ def test_a_member_that_lost_the_response_may_come_back_with_its_previous_epoch()
     assert stale.error == E.FENCED_MEMBER_EPOCH
 
 
+def test_a_steady_heartbeat_writes_nothing_and_keeps_the_session_alive():
+    """The answer of ConsumerGroupManager.steady_heartbeat (the common heartbeat) is the full
+    path's: the same epoch, no assignment, no record; a topic change elsewhere or a new group
+    epoch sends the heartbeat through the full path again."""
+    h = harness(**{"group.consumer.session.timeout.ms": 45000})
+    h.heartbeat(member_id="m1")
+    writes = h.log.writes
+    for _ in range(5):
+        h.advance(40000)
+        reply = h.heartbeat(member_id="m1", epoch=2)
+        assert (reply.error, reply.member_epoch, reply.assignment) == (E.NONE, 2, None)
+        assert reply.heartbeat_interval_ms == 250
+    assert "m1" in h.group().members and h.log.writes == writes
+    h.topics.create("elsewhere", 3)       # a new topics version, the same metadata hash
+    again = h.heartbeat(member_id="m1", epoch=2, owned={"t": ALL})
+    assert (again.error, again.member_epoch, again.assignment) == (E.NONE, 2, None)
+    assert h.log.writes == writes and h.group().metadata_version == h.topics.version()
+    h.heartbeat(member_id="m2")
+    moved = h.heartbeat(member_id="m1", epoch=2)
+    assert moved.member_epoch == 2 and len(h.assigned(moved)["t"]) == 3
+    assert h.group().members["m1"].state is MemberState.UNREVOKED_PARTITIONS
+    h.advance(40000)
+    h.heartbeat(member_id="m1", epoch=2)
+    h.advance(5000)                       # m2 went silent: only its session ends
+    assert set(h.group().members) == {"m1"}
+
+
 # ----------------------------------------------------------------------------- errors
 
 def test_v0_member_ids_look_like_kafkas():
