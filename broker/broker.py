@@ -89,14 +89,10 @@ class Broker:
             if deleted:
                 log.info("retention deleted old log data", bytes=deleted)
 
-        def clean() -> None:
-            freed = logs.compact(self.clock())
-            if freed:
-                log.info("log cleaner compacted logs", bytes=freed)
-
         self._every(self.config["log.retention.check.interval.ms"], retention)
         if self.config["log.cleaner.enable"]:
-            self._every(self.config["log.cleaner.backoff.ms"], clean)
+            logs.start_cleaner(backoff_ms=self.config["log.cleaner.backoff.ms"],
+                               dedupe_buffer_size=self.config["log.cleaner.dedupe.buffer.size"])
         flush_every = self.config["log.flush.interval.ms"]
         if flush_every > 0 and self.config["log.dirs"]:
             self._every(flush_every, lambda: logs.maybe_flush(self.clock()))
@@ -137,6 +133,7 @@ class Broker:
         self.coordinator.close()
         self.transactions.close()
         await self.server.stop()
+        await self.topics.logs.stop_cleaner()
         self.timer_driver.stop()
         self.metrics.stop()
         self.topics.close()

@@ -124,8 +124,24 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("log.flush.interval.ms", int, -1, "fsync at most this long after a write (-1 = never)."),
     Setting("log.retention.check.interval.ms", int, 300000, "How often retention runs."),
     Setting("log.cleaner.enable", _bool, True,
-            "Compact logs with cleanup.policy=compact (in memory; segment files are not yet)."),
-    Setting("log.cleaner.backoff.ms", int, 15000, "How often the log cleaner looks for work."),
+            "Compact logs with cleanup.policy=compact (in memory and segment files)."),
+    Setting("log.cleaner.backoff.ms", int, 15000,
+            "How long the log cleaner waits when no log needs cleaning."),
+    Setting("log.cleaner.dedupe.buffer.size", int, 134217728,
+            "Memory one cleaning pass may use for its map of keys (a larger dirty part is "
+            "cleaned over several passes)."),
+    Setting("log.cleaner.min.cleanable.ratio", float, 0.5,
+            "Default min.cleanable.dirty.ratio of topics: clean a log once its dirty part is "
+            "more than this share of it."),
+    Setting("log.cleaner.min.compaction.lag.ms", int, 0,
+            "Default min.compaction.lag.ms of topics: records younger than this are not "
+            "compacted."),
+    Setting("log.cleaner.max.compaction.lag.ms", int, 9223372036854775807,
+            "Default max.compaction.lag.ms of topics: dirty records older than this are "
+            "compacted whatever the ratio."),
+    Setting("log.cleaner.delete.retention.ms", int, 86400000,
+            "Default delete.retention.ms of topics: how long tombstones and transaction "
+            "markers stay once compaction may remove them."),
     Setting("log.message.timestamp.type", _str, "CreateTime", "CreateTime or LogAppendTime."),
     Setting("offsets.topic.num.partitions", int, 50, "Partitions of __consumer_offsets = coordinator shards."),
     Setting("offsets.retention.minutes", int, 10080, "Committed offsets of empty groups expire after this."),

@@ -29,20 +29,24 @@ def topic_configs(broker_config) -> dict[str, tuple[str, str]]:
     return {
         "cleanup.policy": ("delete", "log.cleanup.policy"),
         "compression.type": ("producer", "compression.type"),
-        "delete.retention.ms": ("86400000", "log.cleaner.delete.retention.ms"),
+        "delete.retention.ms": (str(c["log.cleaner.delete.retention.ms"]),
+                                "log.cleaner.delete.retention.ms"),
         "file.delete.delay.ms": ("60000", "log.segment.delete.delay.ms"),
         "flush.messages": (str(c["log.flush.interval.messages"]), "log.flush.interval.messages"),
         "flush.ms": (str(c["log.flush.interval.ms"] if c["log.flush.interval.ms"] >= 0
                          else 9223372036854775807), "log.flush.interval.ms"),
         "index.interval.bytes": ("4096", "log.index.interval.bytes"),
-        "max.compaction.lag.ms": ("9223372036854775807", "log.cleaner.max.compaction.lag.ms"),
+        "max.compaction.lag.ms": (str(c["log.cleaner.max.compaction.lag.ms"]),
+                                  "log.cleaner.max.compaction.lag.ms"),
         "max.message.bytes": (str(c["message.max.bytes"]), "message.max.bytes"),
         "message.timestamp.type": (c["log.message.timestamp.type"], "log.message.timestamp.type"),
         "message.timestamp.before.max.ms": ("9223372036854775807",
                                             "log.message.timestamp.before.max.ms"),
         "message.timestamp.after.max.ms": ("3600000", "log.message.timestamp.after.max.ms"),
-        "min.cleanable.dirty.ratio": ("0.5", "log.cleaner.min.cleanable.ratio"),
-        "min.compaction.lag.ms": ("0", "log.cleaner.min.compaction.lag.ms"),
+        "min.cleanable.dirty.ratio": (str(c["log.cleaner.min.cleanable.ratio"]),
+                                      "log.cleaner.min.cleanable.ratio"),
+        "min.compaction.lag.ms": (str(c["log.cleaner.min.compaction.lag.ms"]),
+                                  "log.cleaner.min.compaction.lag.ms"),
         "min.insync.replicas": ("1", "min.insync.replicas"),
         "preallocate": ("false", "log.preallocate"),
         "retention.bytes": (str(c["log.retention.bytes"]), "log.retention.bytes"),
@@ -119,6 +123,7 @@ class Partition:
         self.index = index
         self.log = log
         self.producers = ProducerStateTable()
+        log.producers = self.producers  # the cleaner keeps each producer's last batch
 
     @property
     def last_stable_offset(self) -> int:

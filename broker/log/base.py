@@ -102,6 +102,9 @@ class LogConfig:
     delete_retention_ms: int = 86_400_000  # delete.retention.ms: how long tombstones stay
     min_compaction_lag_ms: int = 0  # min.compaction.lag.ms: younger records are not compacted
     min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    #: max.compaction.lag.ms: dirty data older than this is cleaned whatever the dirty ratio
+    #: (and a compacted log's active segment rolls after it)
+    max_compaction_lag_ms: int = LONG_MAX
 
     # Kafka's topic config key for each field, for from_topic_config / to_topic_config.
     KAFKA_KEYS: ClassVar[dict[str, str]] = {
@@ -116,6 +119,7 @@ class LogConfig:
         "delete_retention_ms": "delete.retention.ms",
         "min_compaction_lag_ms": "min.compaction.lag.ms",
         "min_cleanable_dirty_ratio": "min.cleanable.dirty.ratio",
+        "max_compaction_lag_ms": "max.compaction.lag.ms",
     }
 
     @classmethod
@@ -378,6 +382,9 @@ class PartitionLog(abc.ABC):
         #: the first offset of the oldest ongoing transaction, None when none is open; set by
         #: the partition's producer state after every append that may move it
         self.first_unstable_offset: int | None = None
+        #: the partition's ProducerStateTable, when it has one: the cleaner keeps each
+        #: producer's last batch so that the table can be rebuilt from the log
+        self.producers = None
 
     # --- offsets ---
 
@@ -507,9 +514,18 @@ class PartitionLog(abc.ABC):
         cleanup.policy contains "delete"), plus storage wholly below the log start offset.
         Returns the number of bytes deleted."""
 
+    def cleanable_ratio(self, now: int) -> float | None:
+        """The dirty share of the cleanable part when the log needs a cleaning pass
+        (cleanup.policy=compact, see ``broker.log.cleaner``), else None."""
+        return None
+
+    def cleaning_pass(self, now: int, map_bytes: int):
+        """A cleaning pass as a generator for ``LogCleaner`` (returns the bytes freed)."""
+        return 0
+        yield  # noqa: unreachable - makes this a generator
+
     def compact(self, now_ms: int | None = None) -> int:
-        """Kafka's log cleaner for cleanup.policy=compact; returns the bytes freed. Only the
-        in-memory log compacts so far: segment files are left as they are."""
+        """One whole cleaning pass now if the log needs one; returns the bytes freed."""
         return 0
 
     def maybe_flush(self, now_ms: int | None = None) -> bool:

@@ -22,6 +22,7 @@ import uuid
 from typing import Callable, Iterator, Mapping
 
 from .base import LogConfig, PartitionLog, wall_clock_ms
+from .cleaner import LogCleaner, run_to_end
 from .memory import MemoryLog
 from .segments import SegmentLog
 
@@ -74,6 +75,7 @@ class LogManager:
         self._clock = clock or wall_clock_ms
         self._config_for = config_for
         self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self.cleaner: LogCleaner | None = None
 
     @property
     def in_memory(self) -> bool:
@@ -192,10 +194,24 @@ class LogManager:
         return sum(log.apply_retention(now) for log in list(self._logs.values()))
 
     def compact(self, now_ms: int | None = None) -> int:
-        """Kafka's log cleaner pass over the compacted logs: returns bytes freed."""
+        """One cleaning pass over every compacted log that needs one, now and in this thread
+        (tests and tools; the broker runs ``start_cleaner``): returns bytes freed."""
         now = self._clock() if now_ms is None else now_ms
         return sum(log.compact(now) for log in list(self._logs.values())
                    if log.config.compact_enabled)
+
+    def start_cleaner(self, **settings) -> LogCleaner:
+        """Kafka's log cleaner as a task on the running event loop (log.cleaner.enable):
+        ``settings`` are LogCleaner's (backoff_ms, dedupe_buffer_size, ...)."""
+        self.cleaner = LogCleaner(self, clock=self._clock, **settings)
+        self.cleaner.start()
+        return self.cleaner
+
+    async def stop_cleaner(self) -> None:
+        """Stop the cleaner; a pass in progress ends with nothing swapped in."""
+        cleaner, self.cleaner = self.cleaner, None
+        if cleaner is not None:
+            await cleaner.stop()
 
     def maybe_flush(self, now_ms: int | None = None) -> int:
         """Kafka's log flusher for flush.ms: returns how many logs were fsynced."""

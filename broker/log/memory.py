@@ -18,7 +18,7 @@ import logging
 from bisect import bisect_left, bisect_right
 from typing import Callable
 
-from protocol.records import RecordBatch, build_batch
+from protocol.records import RecordBatch
 
 from .base import (
     NO_TIMESTAMP,
@@ -30,30 +30,21 @@ from .base import (
     offset_of_max_timestamp,
     prepare_append,
 )
+from .cleaner import (
+    DEFAULT_MAP_BYTES,
+    BatchFilter,
+    CleanedTransactions,
+    OffsetMap,
+    last_records_of_producers,
+    map_batch,
+    merge_retained_aborted,
+    run_to_end,
+)
 
 __all__ = ["MemoryLog"]
 
 
 logger = logging.getLogger("broker.log")
-
-#: The most a compaction pass reads. A pass decodes every record it cleans on the event loop
-#: (about 40 ms per MiB here), so a larger compacted log is left as it is rather than pausing
-#: the broker. __consumer_offsets stays far below this: cleaned every log.cleaner.backoff.ms,
-#: it holds little more than one record per group and partition.
-MAX_PASS_BYTES = 4 * 1024 * 1024
-
-
-def _rebuild(batch: RecordBatch, kept: list) -> bytes:
-    """The batch with only ``kept`` of its records, same offsets and producer fields."""
-    log_append_time = batch.max_timestamp if batch.timestamp_type == 1 else None
-    return build_batch(
-        [(r.key, r.value, r.headers, r.timestamp) for r in kept], base_offset=batch.base_offset,
-        compression=batch.compression, log_append_time=log_append_time,
-        producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-        base_sequence=batch.base_sequence, partition_leader_epoch=batch.partition_leader_epoch,
-        is_transactional=batch.is_transactional, offset_deltas=[r.offset_delta for r in kept],
-        last_offset_delta=batch.last_offset_delta)
-
 
 class MemoryLog(PartitionLog):
     def __init__(self, config: LogConfig | None = None, *, start_offset: int = 0,
@@ -74,7 +65,11 @@ class MemoryLog(PartitionLog):
         self._max_cache: tuple[int, int] | None = None  # (max timestamp, base offset of its batch)
         self._closed = False
         self._cleaned_to = start_offset  # compaction cleaned the batches below this offset
-        self._too_large_to_clean = False  # warned once that compaction skips this log
+        #: changes whenever batches are removed or replaced: a cleaning pass in progress
+        #: gives up when it sees a change
+        self._version = 0
+        #: the broker-wide MemoryBudget this log's bytes count against (None: unbounded)
+        self.budget = None
         # where Kafka's offset index would have an entry: the virtual positions of those batches,
         # one whenever more than index.interval.bytes were appended since the previous one
         self._index_positions: list[int] = []
@@ -230,6 +225,9 @@ class MemoryLog(PartitionLog):
             return 0
         freed = (self._positions[count] if count < len(self._positions)
                  else self._stream_end) - self._positions[0]
+        self._version += 1
+        if self.budget is not None:
+            self.budget.shrink(freed)
         if self._retention_ts:
             for base in self._bases[:count]:
                 self._retention_ts.pop(base, None)
@@ -259,15 +257,19 @@ class MemoryLog(PartitionLog):
             return
         self._drop_back(keep)
         self._end = new_end
+        self._cleaned_to = min(self._cleaned_to, new_end)
         self.txn_index.truncate_to(new_end)
 
     def _restart_at(self, offset: int) -> None:
         self._drop_back(0)
-        self._start = self._end = offset
+        self._start = self._end = self._cleaned_to = offset
         self.txn_index.clear()
 
     def _drop_back(self, keep: int) -> None:
+        self._version += 1
         if keep < len(self._bases):
+            if self.budget is not None:
+                self.budget.shrink(self._stream_end - self._positions[keep])
             self._stream_end = self._positions[keep]
         if self._retention_ts:
             for base in self._bases[keep:]:
@@ -325,134 +327,155 @@ class MemoryLog(PartitionLog):
         ts = self._max_ts[i]
         return ts if ts >= 0 else self._retention_ts.get(self._bases[i], now)
 
-    def compact(self, now_ms: int | None = None) -> int:
-        """Kafka's log cleaner: in the cleanable part of the log (every batch but the last,
-        and none younger than min.compaction.lag.ms) keep only the last record of each key;
-        drop tombstones older than delete.retention.ms. Offsets do not change: a batch keeps
-        its base and last offset (consumers skip the gaps, as on Kafka). Runs when the part
-        appended since the last cleaning is at least min.cleanable.dirty.ratio of it. Returns
-        the bytes freed.
-
-        Transactions, as Kafka's cleaner: nothing at or above the last stable offset is cleaned
-        (its transactions are undecided); records of aborted transactions neither count as the
-        last record of their key nor stay: their batches go. Kafka keeps a producer's last
-        batch (emptied) so its sequence state can be rebuilt from the log; this log is never
-        rebuilt (the producer state outlives compaction in memory), so it need not. Control
-        batches all stay (Kafka removes markers once their transaction's records are gone and
-        delete.retention.ms passed; keeping them costs a few bytes per transaction)."""
+    def _cleanable(self, now: int) -> tuple[int, int, bool] | None:
+        """(first dirty batch, first uncleanable batch, max.compaction.lag.ms passed) when the
+        log has dirty batches the cleaner may touch. Every batch is a segment here: the last
+        one is the active segment, the one holding the last stable offset and those younger
+        than min.compaction.lag.ms (from the first dirty one on) are not cleanable."""
         config = self.config
         bases = self._bases
         if not config.compact_enabled or len(bases) < 2:
-            return 0
-        now = self._clock() if now_ms is None else now_ms
+            return None
         end = len(bases) - 1
         stable = self.last_stable_offset
         if stable < self._end:
             end = min(end, max(bisect_right(bases, stable) - 1, 0))
+        dirty = bisect_left(bases, self._cleaned_to, 0, end)
         lag = config.min_compaction_lag_ms
         if lag > 0:
-            n = 0
+            n = dirty
             while n < end and self._batch_time(n, now) <= now - lag:
                 n += 1
             end = n
-        dirty_from = bisect_left(bases, self._cleaned_to, 0, end)
-        if end == 0 or dirty_from >= end:
-            return 0
+        if dirty >= end:
+            return None
+        max_lag = config.max_compaction_lag_ms
+        overdue = 0 <= max_lag < now and self._batch_time(dirty, now) < now - max_lag
+        return dirty, end, overdue
+
+    def cleanable_ratio(self, now: int) -> float | None:
+        """The dirty share of the cleanable log when it needs cleaning (more than
+        min.cleanable.dirty.ratio, or dirty data older than max.compaction.lag.ms), else None
+        (Kafka's LogToClean.cleanableRatio and the cleaner manager's choice)."""
+        found = self._cleanable(now)
+        if found is None:
+            return None
+        dirty, end, overdue = found
         positions = self._positions
-        cleanable = positions[end] - positions[0]
-        if (positions[end] - positions[dirty_from]) < config.min_cleanable_dirty_ratio * cleanable:
-            return 0
-        if cleanable > MAX_PASS_BYTES:
-            if not self._too_large_to_clean:
-                self._too_large_to_clean = True
-                logger.warning("compacted log of %d bytes is too large for an in-memory "
-                               "cleaning pass (at most %d); it is left uncompacted",
-                               cleanable, MAX_PASS_BYTES)
-            return 0
-        batches = [RecordBatch(self._views[i]) for i in range(end)]
-        aborted = self._aborted_batches(batches)
-        decoded = [None if b.is_control or i in aborted else list(b.records())
-                   for i, b in enumerate(batches)]
-        latest: dict[bytes, int] = {}
-        for records in decoded:
-            for r in records or ():
-                if r.key is not None:
-                    latest[r.key] = r.offset
-        tombstone_horizon = now - config.delete_retention_ms
-        kept_views = []
-        for i, (batch, records) in enumerate(zip(batches, decoded)):
-            view = self._views[i]
-            if i in aborted:
-                continue
-            if records is not None:
-                old = self._batch_time(i, now) <= tombstone_horizon
-                kept = [r for r in records if r.key is None or (
-                    latest[r.key] == r.offset and not (r.value is None and old))]
-                if not kept:
-                    continue
-                if len(kept) < len(records):
-                    view = memoryview(_rebuild(batch, kept))
-            if len(view.obj) != len(view):
-                view = memoryview(bytes(view))  # its own bytes: the shared buffer can go
-            kept_views.append(view)
-        freed = cleanable - sum(len(v) for v in kept_views)
-        rest = slice(end, None)
-        views = kept_views + self._views[rest]
-        self._views = views
-        self._bases, self._positions, self._max_ts, self._running_max = [], [], [], []
-        position, high = positions[0], NO_TIMESTAMP
-        for v in views:
-            batch = RecordBatch(v)
-            self._bases.append(batch.base_offset)
-            self._positions.append(position)
-            self._max_ts.append(batch.max_timestamp)
-            high = max(high, batch.max_timestamp)
-            self._running_max.append(high)
-            position += len(v)
-        self._stream_end = position
-        if self._retention_ts:
-            survivors = set(self._bases)
-            self._retention_ts = {b: t for b, t in self._retention_ts.items() if b in survivors}
-        self._max_cache = None
-        self._cleaned_to = bases[end]
-        self._reindex()
-        return freed
+        total = positions[end] - positions[0]
+        ratio = (positions[end] - positions[dirty]) / total if total else 0.0
+        if ratio > self.config.min_cleanable_dirty_ratio or overdue:
+            return ratio
+        return None
 
-    def _aborted_batches(self, batches) -> set[int]:
-        """Indexes of the transactional data batches among ``batches`` (the cleanable head, in
-        offset order) that belong to aborted transactions, walking them as Kafka's cleaner
-        does: an aborted transaction is open for its producer from its first offset until its
-        marker."""
-        if not self.txn_index:
-            return set()
-        pending = sorted(self.txn_index, key=lambda txn: txn.first_offset)
-        j, open_aborts, out = 0, {}, set()
-        for i, batch in enumerate(batches):
-            last = batch.last_offset
-            while j < len(pending) and pending[j].first_offset <= last:
-                open_aborts.setdefault(pending[j].producer_id, pending[j])
-                j += 1
-            txn = open_aborts.get(batch.producer_id)
-            if txn is None:
-                continue
-            if batch.is_control:
-                if batch.base_offset >= txn.last_offset:
-                    del open_aborts[batch.producer_id]
-            elif batch.is_transactional and batch.base_offset < txn.last_offset:
-                out.add(i)
-        return out
+    def compact(self, now_ms: int | None = None) -> int:
+        """One whole cleaning pass now, if the log needs one (see ``broker.log.cleaner``);
+        returns the bytes freed. The broker's cleaner runs the same pass in slices."""
+        now = self._clock() if now_ms is None else now_ms
+        if self.cleanable_ratio(now) is None:
+            return 0
+        return run_to_end(self.cleaning_pass(now))
 
-    def _reindex(self) -> None:
-        """Recompute where Kafka's offset index would have entries after a rewrite."""
+    def cleaning_pass(self, now: int, map_bytes: int = DEFAULT_MAP_BYTES):
+        """Kafka's cleaning pass as a generator that yields after every batch (the driver
+        decides when to give the event loop back) and returns the bytes freed. Offsets do
+        not change: a batch keeps its base and last offset, consumers skip the gaps.
+
+        It works on the batches as they are when each step runs: appends only add batches
+        after the cleaned part; anything else that moves batches (retention, DeleteRecords,
+        truncation, the memory budget) ends the pass with nothing changed."""
+        found = self._cleanable(now)
+        if found is None:
+            return 0
+        dirty, end, _overdue = found
+        version = self._version
+        bases, views = self._bases, self._views
+        first_dirty = max(self._cleaned_to, bases[0])
+        upper = bases[end]  # the first uncleanable offset
+        # 1. the offset map of the dirty part
+        offset_map = OffsetMap(map_bytes)
+        aborted = [txn for txn in self.txn_index if txn.first_offset < upper]
+        txns = CleanedTransactions(aborted)
+        full = False
+        for i in range(dirty, end):
+            if map_batch(offset_map, RecordBatch(views[i]), first_dirty, txns):
+                full = True
+                break
+            yield
+            if self._version != version:
+                return 0
+        if not full:
+            offset_map.latest_offset = upper - 1
+        end_offset = offset_map.latest_offset + 1
+        if end_offset <= first_dirty:
+            logger.warning("log cleaner: one key does not fit log.cleaner.dedupe.buffer.size "
+                           "(%d bytes); the log is left uncompacted", map_bytes)
+            return 0
+        # 2. every batch up to the end of the mapped part, filtered
+        count = bisect_left(bases, end_offset, 0, end + 1)
+        keep = BatchFilter(offset_map, CleanedTransactions(aborted),
+                           last_records_of_producers(self), upper, now,
+                           self.config.delete_retention_ms)
+        kept, kept_bases, kept_positions, kept_max_ts, kept_running = [], [], [], [], []
+        index_positions, since_index = [], 0
         interval = self.config.index_interval_bytes
-        out, since = [], 0
-        for position, view in zip(self._positions, self._views):
-            if since > interval:
-                out.append(position)
-                since = 0
-            since += len(view)
-        self._index_positions = out
-        self._bytes_since_index = since
+        size, high = 0, NO_TIMESTAMP
+        for i in range(count):
+            view = views[i]
+            out = keep.filter(RecordBatch(view))
+            if out is not None:
+                if isinstance(out, bytes):
+                    out = memoryview(out)
+                elif len(view.obj) != len(view):
+                    out = memoryview(bytes(view))  # its own bytes: the shared buffer can go
+                else:
+                    out = view
+                batch = RecordBatch(out)
+                if since_index > interval:
+                    index_positions.append(size)
+                    since_index = 0
+                since_index += len(out)
+                kept.append(out)
+                kept_bases.append(batch.base_offset)
+                kept_positions.append(size)
+                kept_max_ts.append(batch.max_timestamp)
+                if batch.max_timestamp > high:
+                    high = batch.max_timestamp
+                kept_running.append(high)
+                size += len(out)
+            yield
+            if self._version != version:
+                return 0
+        # 3. the cleaned batches take the place of the old ones, ending where they ended, so
+        # the positions of the batches after them stay as they are
+        positions = self._positions
+        head_end = positions[count] if count < len(positions) else self._stream_end
+        shift = head_end - size
+        for j in range(0, len(kept_positions), 50_000):
+            kept_positions[j:j + 50_000] = [p + shift for p in kept_positions[j:j + 50_000]]
+            yield
+            if self._version != version:
+                return 0
+        freed = head_end - positions[0] - size
+        self._views[:count] = kept
+        self._bases[:count] = kept_bases
+        self._positions[:count] = kept_positions
+        self._max_ts[:count] = kept_max_ts
+        self._running_max[:count] = kept_running
+        self._index_positions[:bisect_left(self._index_positions, head_end)] = [
+            p + shift for p in index_positions]
+        if self._retention_ts:
+            survivors = set(kept_bases)
+            self._retention_ts = {b: t for b, t in self._retention_ts.items()
+                                  if b in survivors or b >= end_offset}
+        self._max_cache = None
+        self._cleaned_to = max(self._cleaned_to, end_offset)
+        cleaned_end = self._bases[len(kept)] if len(kept) < len(self._bases) else self._end
+        merge_retained_aborted(self.txn_index, keep.txns.retained_aborted, cleaned_end)
+        self._version += 1
+        if self.budget is not None and freed:
+            self.budget.shrink(freed)
+        return freed
 
     def flush(self) -> None:
         pass
