@@ -142,23 +142,30 @@ def java_order(keys: Sequence[Hashable], hashes: Sequence[int], table: int = 16)
     ninth key lands in one bucket of a table under 64 buckets. The order inside tree bins (nine
     keys in one bucket of a larger table) is not modelled; real ids practically never make one.
     """
+    count = len(hashes)
     n = table
-    fill: dict[int, int] = {}
-    for count, h in enumerate(hashes, 1):
-        bucket = h & (n - 1)
-        fill[bucket] = fill.get(bucket, 0) + 1
-        grown = n
-        if fill[bucket] > 8 and grown < 64:
-            grown *= 2
-        while count > grown * 3 // 4:
-            grown *= 2
-        if grown != n:
-            n = grown
-            fill = {}
-            for old in hashes[:count]:
-                fill[old & (n - 1)] = fill.get(old & (n - 1), 0) + 1
+    while count > n * 3 // 4:
+        n *= 2
+    if n < 64 and count > 8:
+        # a crowded bucket may have doubled a small table: replay the puts
+        n = table
+        fill: dict[int, int] = {}
+        for done, h in enumerate(hashes, 1):
+            bucket = h & (n - 1)
+            fill[bucket] = fill.get(bucket, 0) + 1
+            grown = n
+            if fill[bucket] > 8 and grown < 64:
+                grown *= 2
+            while done > grown * 3 // 4:
+                grown *= 2
+            if grown != n:
+                n = grown
+                fill = {}
+                for old in hashes[:done]:
+                    fill[old & (n - 1)] = fill.get(old & (n - 1), 0) + 1
     mask = n - 1
-    order = sorted(range(len(keys)), key=lambda i: hashes[i] & mask)
+    # sorted() is stable: keys sharing a bucket keep their insertion order
+    order = sorted(range(count), key=[h & mask for h in hashes].__getitem__)
     return [keys[i] for i in order]
 
 
@@ -271,34 +278,28 @@ def _record_order(assigned: Mapping, claims: Mapping[uuid.UUID, frozenset]) -> l
 def _uniform_homogeneous(spec: GroupSpec, topics: TopicDescriber) -> Assignment:
     """Kafka's UniformHomogeneousAssignmentBuilder: every member gets ``total // members``
     partitions, ``total % members`` of them one more. Members keep what they hold up to their
-    quota; what is free or given up fills the members below quota."""
+    quota; what is free or given up fills the members below quota.
+
+    A member whose assignment does not change gets its ``assigned_partitions`` mapping itself
+    back (the caller sees it unchanged without comparing)."""
     member_ids = spec.member_ids
-    result: Assignment = {m: {} for m in spec.members}
+    members = spec.members
+    result: Assignment = dict.fromkeys(members)
     topic_order = _homogeneous_topic_order(
-        frozenset(spec.members[member_ids[0]].subscribed_topic_ids), topics)
+        frozenset(members[member_ids[0]].subscribed_topic_ids), topics)
     if not topic_order:
-        return result
-    counts = {t: topics.num_partitions(t) for t in topic_order}
+        return {m: {} for m in members}
+    counts = [topics.num_partitions(t) for t in topic_order]
+    claims = _consistent_claims(spec, topic_order, counts)
+    if claims is None:
+        claims = _first_claims(spec, topic_order, counts)
+    taken, claimed, whole = claims
 
-    # Valid claims: partitions of the group's topics, in range, first claimant (member order)
-    # wins. With a consistent current assignment this keeps everything.
-    held = {t: bytearray(n) for t, n in counts.items()}
-    claims: dict[str, dict[uuid.UUID, frozenset]] = {}
-    for member_id in member_ids:
-        mine = {}
-        for topic_id, parts in spec.members[member_id].assigned_partitions.items():
-            taken = held.get(topic_id)
-            if taken is None:
-                continue
-            kept = [p for p in parts if 0 <= p < len(taken) and not taken[p]]
-            for p in kept:
-                taken[p] = 1
-            if kept:
-                mine[topic_id] = _freeze(kept, parts)
-        claims[member_id] = mine
-
-    free = [(t, p) for t in topic_order for p, taken in enumerate(held[t]) if not taken]
-    total = sum(counts.values())
+    free = []
+    for topic_id, n, held in zip(topic_order, counts, taken):
+        if len(held) < n:
+            free += [(topic_id, p) for p in range(n) if p not in held]
+    total = sum(counts)
     member_count = len(member_ids)
     base, extra = divmod(total, member_count)
 
@@ -306,15 +307,17 @@ def _uniform_homogeneous(spec: GroupSpec, topics: TopicDescriber) -> Assignment:
     for index, member_id in enumerate(member_ids):
         quota = base + 1 if extra > 0 else base
         owed_extra = extra > 0
-        mine = claims[member_id]
-        holding = sum(len(parts) for parts in mine.values())
+        mine = claimed[member_id]
+        holding = 0
+        for parts in mine.values():
+            holding += len(parts)
         if holding <= quota:
-            result[member_id] = dict(mine)
+            result[member_id] = members[member_id].assigned_partitions \
+                if member_id in whole else dict(mine)
             quota -= holding
         else:
             kept_parts: dict[uuid.UUID, frozenset] = {}
-            for topic_id, parts in _record_order(spec.members[member_id].assigned_partitions,
-                                                 mine):
+            for topic_id, parts in _record_order(members[member_id].assigned_partitions, mine):
                 if len(parts) <= quota:
                     kept_parts[topic_id] = mine[topic_id]
                     quota -= len(parts)
@@ -343,12 +346,72 @@ def _uniform_homogeneous(spec: GroupSpec, topics: TopicDescriber) -> Assignment:
         gained: dict[uuid.UUID, list[int]] = {}
         for topic_id, p in dealt:
             gained.setdefault(topic_id, []).append(p)
-        target = result[member_id]
+        target = result[member_id] = dict(result[member_id])  # never the input's mapping
         for topic_id, parts in gained.items():
             target[topic_id] = target.get(topic_id, frozenset()).union(parts)
     if cursor < len(free):
         raise PartitionAssignorError("Partitions were left unassigned")
     return result
+
+
+def _consistent_claims(spec: GroupSpec, topic_order: list, counts: list):
+    """The members' claims when their current assignments are consistent (the usual case):
+    only the group's topics, in range, no partition held twice. Then every member keeps what
+    it holds. -> (claimed partitions per topic, {member: {topic: partitions}}, the members
+    whose claim is their whole ``assigned_partitions``), or None: see _first_claims."""
+    slots = {t.int: i for i, t in enumerate(topic_order)}
+    taken = [set() for _ in topic_order]
+    claimed = {}
+    whole = set()
+    for member_id, member in spec.members.items():
+        assigned = member.assigned_partitions
+        if not assigned:
+            claimed[member_id] = assigned
+            whole.add(member_id)
+            continue
+        mine = {}
+        kept_all = True
+        for topic_id, parts in assigned.items():
+            slot = slots.get(topic_id.int)
+            if slot is None or not parts:
+                kept_all = False
+                continue
+            held = taken[slot]
+            if not held.isdisjoint(parts):
+                return None
+            held.update(parts)
+            if type(parts) is not frozenset:
+                parts = frozenset(parts)
+                kept_all = False
+            mine[topic_id] = parts
+        claimed[member_id] = mine
+        if kept_all:
+            whole.add(member_id)
+    for held, n in zip(taken, counts):
+        if held and (min(held) < 0 or max(held) >= n):
+            return None
+    return taken, claimed, whole
+
+
+def _first_claims(spec: GroupSpec, topic_order: list, counts: list):
+    """The members' claims in general: partitions of the group's topics, in range, the first
+    claimant in member order wins. Same result as _consistent_claims."""
+    held = {t: bytearray(n) for t, n in zip(topic_order, counts)}
+    claimed: dict[str, dict[uuid.UUID, frozenset]] = {}
+    for member_id in spec.member_ids:
+        mine = {}
+        for topic_id, parts in spec.members[member_id].assigned_partitions.items():
+            marks = held.get(topic_id)
+            if marks is None:
+                continue
+            kept = [p for p in parts if 0 <= p < len(marks) and not marks[p]]
+            for p in kept:
+                marks[p] = 1
+            if kept:
+                mine[topic_id] = _freeze(kept, parts)
+        claimed[member_id] = mine
+    taken = [{p for p, mark in enumerate(held[t]) if mark} for t in topic_order]
+    return taken, claimed, set()
 
 
 class _Balancer:

@@ -102,8 +102,7 @@ class ConsumerGroup:
                  "metadata_hash", "members", "static_members", "target", "partition_epochs",
                  "subscribed_names", "regex_members", "resolved_regexes", "offsets",
                  "pending_offset_commits", "persisted", "pending_members", "regex_version",
-                 "assignment_timestamp",
-                 "metadata_version")
+                 "assignment_timestamp", "metadata_version", "assignment_specs")
 
     group_type = "consumer"
     protocol_type = "consumer"
@@ -127,6 +126,10 @@ class ConsumerGroup:
         self.regex_version = -1         # the topics' version the regexes were resolved against
         #: the topics' version at which metadata_hash was last found current (not persisted)
         self.metadata_version: int | None = None
+        #: member id -> (member, target, regex topics, topics version, MemberSubscription) of
+        #: the last target assignment: the manager reuses a spec while its inputs are the same
+        #: objects (not persisted)
+        self.assignment_specs: dict[str, tuple] = {}
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         self.pending_offset_commits: dict[tuple[str, int], int] = {}
         self.persisted = False

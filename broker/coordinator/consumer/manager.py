@@ -491,18 +491,13 @@ class ConsumerGroupManager:
                 out[topic_id] = (name, partitions)
         return out
 
-    def _member_topic_ids(self, group: ConsumerGroup, member, metadata_by_name: dict,
-                          resolved) -> frozenset:
-        regex = member.subscribed_topic_regex
-        matched = ()
-        if regex:
-            topics = (resolved or {}).get(regex)
-            matched = topics if topics is not None else group.resolved_regexes.get(regex, ())
-        key = (member.subscribed_topic_names, frozenset(matched))
+    def _member_topic_ids(self, names: frozenset, matched, metadata_by_name: dict) -> frozenset:
+        """The ids of the existing topics a member names or its regex matched."""
+        key = (names, frozenset(matched or ()))
         ids = self._topic_ids.get(key)
         if ids is None:
-            names = set(member.subscribed_topic_names).union(matched)
-            ids = frozenset(metadata_by_name[n] for n in names if n in metadata_by_name)
+            ids = frozenset(metadata_by_name[n] for n in names.union(key[1])
+                            if n in metadata_by_name)
             if len(self._topic_ids) < 4096:
                 self._topic_ids[key] = ids
         return ids
@@ -518,43 +513,70 @@ class ConsumerGroupManager:
         if version != self._topic_ids_version:   # the cache below holds for one version
             self._topic_ids.clear()
             self._topic_ids_version = version
-        members = {}
         skip = member.member_id if member is not None else None
-        for mid, mm in group.members.items():
-            if mid == skip:
-                if updated is not None and updated.member_id == mid:
-                    members[mid] = updated      # keeps its place in the group's order
-                continue
-            if updated is not None and mm.instance_id is not None \
-                    and mm.instance_id == updated.instance_id:
-                continue                        # a static member replaced by ``updated``
-            members[mid] = mm
-        if updated is not None and updated.member_id not in members:
-            members[updated.member_id] = updated
+        replaces = updated.instance_id if updated is not None else None
+        targets = group.target
+        cache = group.assignment_specs
+        fresh = {}
         specs = {}
-        for mid, mm in members.items():
-            target = group.target.get(mid)
+        assignors: dict[str, int] = {}
+        # Kafka's subscription type: homogeneous when every member names the same topics (or
+        # all the same regex and no names), found while walking the members
+        first = None
+        homogeneous = True
+        for mid, mm in _assigned_members(group, skip, updated, replaces, assignors):
+            names = mm.subscribed_topic_names
+            regex = mm.subscribed_topic_regex
+            if first is None:
+                first = (names, regex)
+            elif homogeneous and (regex != first[1] or (names is not first[0]
+                                                        and names != first[0])):
+                homogeneous = False
+            target = targets.get(mid)
             if target is None and updated is not None and mid == updated.member_id \
                     and skip != mid:
-                target = group.target.get(member.member_id)
-            specs[mid] = MemberSubscription(
-                subscribed_topic_ids=self._member_topic_ids(group, mm, by_name, resolved),
-                rack_id=mm.rack_id, instance_id=mm.instance_id,
-                assigned_partitions=target or {})
-        assignor_name = self._assignor_for(group, member, updated)
+                target = targets.get(member.member_id)
+            matched = None
+            if regex:
+                matched = (resolved or {}).get(regex)
+                if matched is None:
+                    matched = group.resolved_regexes.get(regex, ())
+            # a member's spec is reused while the member, its target and its topics are
+            cached = cache.get(mid)
+            if cached is not None and cached[0] is mm and cached[1] is target \
+                    and cached[2] is matched and cached[3] == version:
+                spec = cached[4]
+            else:
+                spec = MemberSubscription(
+                    subscribed_topic_ids=self._member_topic_ids(names, matched, by_name),
+                    rack_id=mm.rack_id, instance_id=mm.instance_id,
+                    assigned_partitions=target or {})
+            fresh[mid] = (mm, target, matched, version, spec)
+            specs[mid] = spec
+        group.assignment_specs = fresh
+        if updated is not None and updated.server_assignor:
+            assignors[updated.server_assignor] = assignors.get(updated.server_assignor, 0) + 1
+        assignor_name = max(assignors, key=assignors.__getitem__) if assignors \
+            else self.config.group_consumer_assignors[0]
+        if first is not None and first[1] and first[0]:
+            homogeneous = False       # a regex and names: Kafka calls that heterogeneous
         assignor = ASSIGNORS[assignor_name]()
         describer = TopicDescriber(metadata)
         try:
-            result = assignor.assign(GroupSpec(specs, _subscription_type(members.values())),
-                                     describer)
+            result = assignor.assign(
+                GroupSpec(specs, HOMOGENEOUS if homogeneous else HETEROGENEOUS), describer)
         except Exception as exc:  # an assignor bug must not take the group down
             log.error("assignor failed", group=group.group_id, assignor=assignor_name,
                       error=str(exc))
             raise GroupError(E.UNKNOWN_SERVER_ERROR, f"Failed to compute a new target "
                              f"assignment for epoch {group_epoch}: {exc}.") from exc
         for mid in specs:
-            new = {t: frozenset(p) for t, p in result.get(mid, {}).items() if p}
-            if new != group.target.get(mid, {}):
+            new = result.get(mid)
+            old = targets.get(mid)
+            if new is not None and new is old:
+                continue                    # the assignor handed the member's target back
+            new = {t: frozenset(p) for t, p in (new or {}).items() if p}
+            if new != (old or {}):
                 records.append(crec.target_assignment_record(group.group_id, mid, new))
             result[mid] = new
         records.append(crec.target_assignment_epoch_record(group.group_id, group_epoch, now))
@@ -591,20 +613,6 @@ class ConsumerGroupManager:
                             error=str(exc))
 
         self.shard.write(records, stored)
-
-    def _assignor_for(self, group: ConsumerGroup, member, updated) -> str:
-        default = self.config.group_consumer_assignors[0]
-        counts: dict[str, int] = {}
-        for mid, mm in group.members.items():
-            if member is not None and mid == member.member_id:
-                continue
-            if mm.server_assignor:
-                counts[mm.server_assignor] = counts.get(mm.server_assignor, 0) + 1
-        if updated is not None and updated.server_assignor:
-            counts[updated.server_assignor] = counts.get(updated.server_assignor, 0) + 1
-        if not counts:
-            return default
-        return max(counts, key=lambda name: counts[name])
 
     # ------------------------------------------------------------------ leaving and fencing
     def _leave(self, request) -> tuple:
@@ -937,21 +945,28 @@ class ConsumerGroupManager:
         return cls(topic_partitions=out)
 
 
-def _subscription_type(members) -> str:
-    """Kafka's ModernGroup.subscriptionType, from what members name (not what exists):
-    homogeneous when every member subscribes to the same topic names, or all to one regex."""
-    members = list(members)
-    regexes = {mm.subscribed_topic_regex for mm in members if mm.subscribed_topic_regex}
-    names: dict[str, int] = {}
-    for mm in members:
-        for name in mm.subscribed_topic_names:
-            names[name] = names.get(name, 0) + 1
-    if regexes:
-        everyone = all(mm.subscribed_topic_regex for mm in members)
-        return HOMOGENEOUS if len(regexes) == 1 and everyone and not names else HETEROGENEOUS
-    if all(n == len(members) for n in names.values()):
-        return HOMOGENEOUS
-    return HETEROGENEOUS
+def _assigned_members(group: ConsumerGroup, skip, updated, replaces, assignors: dict):
+    """The members the assignor sees, in the group's order: ``updated`` in the place of the
+    member ``skip`` (or last when new), without a static member it replaces (same instance id
+    ``replaces``). Counts each member's server assignor into ``assignors``, as Kafka's
+    computePreferredServerAssignor does: every member but ``skip`` (``updated`` is the
+    caller's to add)."""
+    seen_updated = False
+    for mid, mm in group.members.items():
+        if mid == skip:
+            if updated is not None and updated.member_id == mid:
+                seen_updated = True
+                yield mid, updated          # keeps its place in the group's order
+            continue
+        if mm.server_assignor:
+            assignors[mm.server_assignor] = assignors.get(mm.server_assignor, 0) + 1
+        if replaces is not None and mm.instance_id == replaces:
+            continue                        # a static member replaced by ``updated``
+        if updated is not None and mid == updated.member_id:
+            seen_updated = True
+        yield mid, mm
+    if updated is not None and not seen_updated:
+        yield updated.member_id, updated
 
 
 _RE2_OPTIONS = re2.Options()
