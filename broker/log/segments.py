@@ -58,6 +58,7 @@ import os
 import re
 import shutil
 import struct
+import threading
 from array import array
 from bisect import bisect_left, bisect_right
 from typing import Callable
@@ -67,6 +68,7 @@ from protocol.records import HEADER_SIZE, LOG_OVERHEAD, CorruptRecordError, Reco
 from .base import (
     INT_MAX,
     NO_TIMESTAMP,
+    AbortedTxn,
     AppendInfo,
     LogConfig,
     OffsetOutOfRange,
@@ -75,17 +77,32 @@ from .base import (
     offset_of_max_timestamp,
     prepare_append,
 )
+from .cleaner import (
+    DEFAULT_MAP_BYTES,
+    BatchFilter,
+    CleanedTransactions,
+    OffsetMap,
+    last_records_of_producers,
+    map_batch,
+    merge_retained_aborted,
+    run_to_end,
+)
 
 __all__ = ["SegmentLog", "CHECKPOINT_FILE", "segment_file_name"]
 
 logger = logging.getLogger("broker.log")
 
 CHECKPOINT_FILE = "log-start-offset.checkpoint"
+CLEANER_CHECKPOINT_FILE = "cleaner-offset.checkpoint"
 _CHECKPOINT_VERSION = 0
 _LOG_SUFFIX = ".log"
 _INDEX_SUFFIX = ".index"
 _TIME_INDEX_SUFFIX = ".timeindex"
 _TMP_SUFFIX = ".tmp"
+_CLEANED_SUFFIX = ".cleaned"
+_SWAP_SUFFIX = ".swap"
+_SWAP_LOG = re.compile(r"^(\d{20})\.log\.swap$")
+_SWAP_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)\.swap$")
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
 _SCAN_CHUNK = 4 << 20
 _OFFSET_INDEX_ENTRY = 8
@@ -289,18 +306,22 @@ class _Segment:
         except OSError:
             return NO_TIMESTAMP
 
-    def write_indexes(self, *, durable: bool = False) -> None:
+    def index_data(self) -> tuple[bytes, bytes]:
+        """The bytes of the .index and .timeindex files."""
         n = len(self.idx_rel)
         values = [0] * (2 * n)
         values[0::2] = self.idx_rel
         values[1::2] = self.idx_pos
-        _atomic_write(self.index_path, struct.pack(f">{2 * n}i", *values), durable=durable)
         n = len(self.time_ts)
         tvalues: list[int] = [0] * (2 * n)
         tvalues[0::2] = self.time_ts
         tvalues[1::2] = self.time_rel
-        _atomic_write(self.time_index_path, struct.pack(">" + "qi" * n, *tvalues),
-                      durable=durable)
+        return struct.pack(f">{len(values)}i", *values), struct.pack(">" + "qi" * n, *tvalues)
+
+    def write_indexes(self, *, durable: bool = False) -> None:
+        index, time_index = self.index_data()
+        _atomic_write(self.index_path, index, durable=durable)
+        _atomic_write(self.time_index_path, time_index, durable=durable)
 
     def load_indexes(self, next_base: int) -> bool:
         """Load the index files of a closed segment; False if missing or failing sanity checks
@@ -347,6 +368,264 @@ class _Segment:
                 pass
 
 
+# --- compaction: the file work of a cleaning pass, done off the event loop -------------------
+
+class _Aborted(Exception):
+    """The log was closed or deleted while a pass worked on its files."""
+
+
+class _CleaningJob:
+    """What a cleaning pass's thread needs, as plain values (nothing it reads is shared with
+    the event loop but the segment files, which are immutable once rolled)."""
+
+    __slots__ = ("directory", "segments", "first_dirty", "first_uncleanable", "now",
+                 "delete_retention_ms", "segment_bytes", "index_interval_bytes", "aborted",
+                 "last_records", "map_bytes", "stop")
+
+    def __init__(self, **values) -> None:
+        for name, value in values.items():
+            setattr(self, name, value)
+
+
+class _CleanedSegment:
+    """One cleaned segment written as ``<base>.*.cleaned``, replacing the segments at
+    ``replaces`` (base offsets), with its indexes."""
+
+    __slots__ = ("base_offset", "replaces", "size", "idx_rel", "idx_pos", "time_ts", "time_rel",
+                 "max_ts", "max_ts_offset")
+
+
+class _CleaningResult:
+    __slots__ = ("end_offset", "cleaned", "retained_aborted", "bytes_read", "bytes_written")
+
+
+def _segment_path(directory: str, base_offset: int, suffix: str) -> str:
+    return os.path.join(directory, segment_file_name(base_offset, suffix))
+
+
+def _file_batches(path: str, size: int, stop: threading.Event):
+    """(position, RecordBatch) of every batch of a segment file up to ``size``."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        reader = _Reader(fd, size, _SCAN_CHUNK)
+        pos = 0
+        while pos < size:
+            if stop.is_set():
+                raise _Aborted()
+            got = reader.ensure(pos, HEADER_SIZE)
+            if got is None:
+                return
+            length = _LENGTH_AT.unpack_from(*got)[1]
+            got = reader.ensure(pos, LOG_OVERHEAD + length)
+            if got is None:
+                return
+            batch = RecordBatch(*got)
+            yield pos, batch
+            pos += batch.size
+    finally:
+        os.close(fd)
+
+
+def _group_by_size(segments: list[tuple[int, int]], max_size: int,
+                   first_uncleanable: int) -> list[list[tuple[int, int]]]:
+    """Kafka's groupSegmentsBySize: consecutive segments whose sizes add up to at most
+    segment.bytes and whose offsets fit one segment's int32 relative offsets."""
+    groups = []
+    i = 0
+    while i < len(segments):
+        group = [segments[i]]
+        size = segments[i][1]
+        i += 1
+        while i < len(segments):
+            base, seg_size = segments[i]
+            last = (segments[i + 1][0] if i + 1 < len(segments) else first_uncleanable) - 1
+            if size + seg_size > max_size or (seg_size and last - group[0][0] > INT_MAX):
+                break
+            group.append(segments[i])
+            size += seg_size
+            i += 1
+        groups.append(group)
+    return groups
+
+
+def _clean_files(job: _CleaningJob) -> _CleaningResult:
+    """The file work of one cleaning pass (run in the cleaner's thread): the offset map of the
+    dirty segments, then every segment up to the end of the mapped part rewritten, by groups,
+    into ``<base>.log.cleaned`` with its indexes, fsynced. Nothing the log uses is touched:
+    the event loop swaps the files in."""
+    stop = job.stop
+    offset_map = OffsetMap(job.map_bytes)
+    txns = CleanedTransactions(job.aborted)
+    result = _CleaningResult()
+    result.bytes_read = result.bytes_written = 0
+    segments = job.segments
+    start = job.first_dirty
+    full = False
+    for i, (base, size) in enumerate(segments):
+        next_base = segments[i + 1][0] if i + 1 < len(segments) else job.first_uncleanable
+        if next_base <= start:
+            continue
+        for _pos, batch in _file_batches(_segment_path(job.directory, base, _LOG_SUFFIX),
+                                         size, stop):
+            if batch.last_offset < start:
+                continue
+            result.bytes_read += batch.size
+            if map_batch(offset_map, batch, start, txns):
+                full = True
+                break
+        if full:
+            break
+        offset_map.latest_offset = next_base - 1
+    end_offset = offset_map.latest_offset + 1
+    result.end_offset = end_offset
+    result.cleaned = []
+    if end_offset <= start:
+        return result
+    keep = BatchFilter(offset_map, CleanedTransactions(job.aborted), job.last_records,
+                       job.first_uncleanable, job.now, job.delete_retention_ms)
+    to_clean = [seg for seg in segments if seg[0] < end_offset]
+    written = []
+    try:
+        for group in _group_by_size(to_clean, job.segment_bytes, job.first_uncleanable):
+            cleaned = _clean_group(job, group, keep, result)
+            written.append(cleaned.base_offset)
+            result.cleaned.append(cleaned)
+    except BaseException:
+        for base in written:
+            _remove_cleaned(job.directory, base)
+        raise
+    result.retained_aborted = keep.txns.retained_aborted
+    return result
+
+
+def _clean_group(job: _CleaningJob, group: list[tuple[int, int]], keep: BatchFilter,
+                 result: _CleaningResult) -> _CleanedSegment:
+    directory = job.directory
+    base_offset = group[0][0]
+    seg = _Segment(directory, base_offset)
+    path = _segment_path(directory, base_offset, _LOG_SUFFIX + _CLEANED_SUFFIX)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0),
+                 0o644)
+    try:
+        out = bytearray()
+        position = 0
+        interval = job.index_interval_bytes
+        for base, size in group:
+            for _pos, batch in _file_batches(_segment_path(directory, base, _LOG_SUFFIX), size,
+                                             job.stop):
+                kept = keep.filter(batch)
+                if kept is None:
+                    continue
+                kept_batch = RecordBatch(kept)
+                seg.add_batch(position, len(kept), kept_batch.base_offset,
+                              kept_batch.max_timestamp, interval)
+                out += kept
+                position += len(kept)
+                if len(out) >= _SCAN_CHUNK:
+                    os.write(fd, out)
+                    out.clear()
+        if out:
+            os.write(fd, out)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        _remove_cleaned(directory, base_offset)
+        raise
+    os.close(fd)
+    # the cleaned segment keeps the modification time of the last one it replaces (retention
+    # of batches without timestamps goes by it, as on Kafka)
+    last = _segment_path(directory, group[-1][0], _LOG_SUFFIX)
+    try:
+        stat = os.stat(last)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    except OSError:
+        pass
+    seg.finish_time_index()
+    index, time_index = seg.index_data()
+    for suffix, data in ((_INDEX_SUFFIX, index), (_TIME_INDEX_SUFFIX, time_index)):
+        index_path = _segment_path(directory, base_offset, suffix + _CLEANED_SUFFIX)
+        index_fd = os.open(index_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(index_fd, data, 0)
+            os.fsync(index_fd)
+        finally:
+            os.close(index_fd)
+    cleaned = _CleanedSegment()
+    cleaned.base_offset = base_offset
+    cleaned.replaces = [base for base, _size in group]
+    cleaned.size = position
+    cleaned.idx_rel, cleaned.idx_pos = seg.idx_rel, seg.idx_pos
+    cleaned.time_ts, cleaned.time_rel = seg.time_ts, seg.time_rel
+    cleaned.max_ts, cleaned.max_ts_offset = seg.max_ts, seg.max_ts_offset
+    result.bytes_written += position
+    return cleaned
+
+
+def _remove_cleaned(directory: str, base_offset: int) -> None:
+    for suffix in (_LOG_SUFFIX, _INDEX_SUFFIX, _TIME_INDEX_SUFFIX):
+        for tail in (_CLEANED_SUFFIX, _SWAP_SUFFIX):
+            try:
+                os.unlink(_segment_path(directory, base_offset, suffix + tail))
+            except FileNotFoundError:
+                pass
+
+
+def _next_offset_of(path: str) -> int:
+    """The offset after the last whole batch of a segment file (a .swap being recovered)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        reader = _Reader(fd, size, _SCAN_CHUNK)
+        pos, next_offset = 0, -1
+        while pos < size:
+            got = reader.ensure(pos, _NEED_FOR_NEXT)
+            if got is None:
+                break
+            buf, rel = got
+            base, length = _LENGTH_AT.unpack_from(buf, rel)
+            next_offset = base + _LAST_DELTA.unpack_from(buf, rel + _LAST_DELTA_AT)[0] + 1
+            pos += LOG_OVERHEAD + length
+        return next_offset
+    finally:
+        os.close(fd)
+
+
+def _complete_swaps(directory: str) -> None:
+    """Finish or undo a swap of cleaned segments that a crash interrupted (Kafka's
+    LogLoader): ``*.cleaned`` files were not complete and go; a ``.log.swap`` was complete
+    (written and fsynced before its rename), so the segments it replaces, those whose base
+    offsets fall in its offset range, go and it takes their place; index ``.swap`` files
+    without their ``.log.swap`` go (the indexes are rebuilt)."""
+    names = os.listdir(directory)
+    swaps: dict[int, str] = {}
+    for name in names:
+        if name.endswith(_CLEANED_SUFFIX):
+            os.unlink(os.path.join(directory, name))
+        else:
+            match = _SWAP_LOG.match(name)
+            if match:
+                swaps[int(match.group(1))] = name
+    for name in names:
+        match = _SWAP_FILE.match(name)
+        if match and match.group(2) != "log" and int(match.group(1)) not in swaps:
+            os.unlink(os.path.join(directory, name))
+    if not swaps:
+        return
+    low = min(swaps)
+    high = max(_next_offset_of(os.path.join(directory, name)) for name in swaps.values())
+    for name in os.listdir(directory):
+        match = _SEGMENT_NAME.match(name)
+        if match and low <= int(match.group(1)) < high:
+            logger.info("partition log %s: deleting %s, replaced by a cleaned segment whose "
+                        "swap a crash interrupted", directory, name)
+            os.unlink(os.path.join(directory, name))
+    for name in os.listdir(directory):
+        if _SWAP_FILE.match(name):
+            os.rename(os.path.join(directory, name),
+                      os.path.join(directory, name[:-len(_SWAP_SUFFIX)]))
+    _fsync_dir(directory)
+
+
 class SegmentLog(PartitionLog):
     """A partition log in segment files under ``directory`` (created if missing)."""
 
@@ -364,6 +643,12 @@ class SegmentLog(PartitionLog):
         self._last_flush_ms = self._clock()
         self._dir_dirty = False
         self._closed = False
+        #: changes whenever segments are deleted, truncated or replaced (not when one rolls):
+        #: a cleaning pass whose files are ready swaps them in only if it has not changed
+        self._layout = 0
+        #: where the next cleaning pass starts (Kafka's cleaner offset checkpoint)
+        self._first_dirty: int | None = None
+        self._cleaning_stop: threading.Event | None = None
         self._load()
 
     # --- offsets ---
@@ -395,6 +680,8 @@ class SegmentLog(PartitionLog):
     # --- opening ---
 
     def _load(self) -> None:
+        _complete_swaps(self.directory)
+        self._first_dirty = self._read_checkpoint(CLEANER_CHECKPOINT_FILE)
         bases = set()
         for name in os.listdir(self.directory):
             if name.endswith(_TMP_SUFFIX):
@@ -504,8 +791,8 @@ class SegmentLog(PartitionLog):
             pos += size
         return pos, expected
 
-    def _read_checkpoint(self) -> int | None:
-        path = os.path.join(self.directory, CHECKPOINT_FILE)
+    def _read_checkpoint(self, name: str = CHECKPOINT_FILE) -> int | None:
+        path = os.path.join(self.directory, name)
         try:
             with open(path, "r", encoding="ascii") as f:
                 lines = f.read().split()
@@ -516,9 +803,10 @@ class SegmentLog(PartitionLog):
             pass
         return None
 
-    def _write_checkpoint(self) -> None:
-        _atomic_write(os.path.join(self.directory, CHECKPOINT_FILE),
-                      f"{_CHECKPOINT_VERSION}\n{self._start}\n".encode("ascii"), durable=True)
+    def _write_checkpoint(self, name: str = CHECKPOINT_FILE, offset: int | None = None) -> None:
+        value = self._start if offset is None else offset
+        _atomic_write(os.path.join(self.directory, name),
+                      f"{_CHECKPOINT_VERSION}\n{value}\n".encode("ascii"), durable=True)
 
     # --- segments ---
 
@@ -553,7 +841,10 @@ class SegmentLog(PartitionLog):
         config = self.config
         if seg.size + incoming > min(config.segment_bytes, INT_MAX):
             return True
-        if seg.rolling_base_ms is not None and now - seg.rolling_base_ms > config.segment_ms:
+        roll_ms = config.segment_ms
+        if config.compact_enabled and config.max_compaction_lag_ms > 0:
+            roll_ms = min(roll_ms, config.max_compaction_lag_ms)  # Kafka's maxSegmentMs
+        if seg.rolling_base_ms is not None and now - seg.rolling_base_ms > roll_ms:
             return True
         return last_offset - seg.base_offset > INT_MAX  # relative offsets are int32
 
@@ -808,6 +1099,7 @@ class SegmentLog(PartitionLog):
     # --- moving the ends ---
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
+        self._layout += 1
         for seg in self._segments:
             seg.delete_files()
         self._segments, self._bases = [], []
@@ -826,6 +1118,7 @@ class SegmentLog(PartitionLog):
             return
         keep = bisect_right(self._bases, offset) - 1
         seg = self._segments[keep]
+        self._layout += 1
         fd = seg.open(writable=True)
         found = self._locate(seg, _Reader(fd, seg.size, 1 << 16), offset)
         if found is not None and found[2] < self._start:
@@ -880,6 +1173,7 @@ class SegmentLog(PartitionLog):
     def _delete_segments(self, count: int) -> int:
         if count <= 0:
             return 0
+        self._layout += 1
         if count == len(self._segments):
             self._roll()  # keep an (empty) active segment at the log end offset
         freed = 0
@@ -918,6 +1212,160 @@ class SegmentLog(PartitionLog):
         freed += self._delete_segments(self._count_deletable(self._breached_by_start))
         return freed
 
+    # --- compaction ---
+
+    def _cleanable(self, now: int):
+        """Where a cleaning pass would work, when the log has dirty segments the cleaner may
+        touch (Kafka's cleanableOffsets and calculateCleanableBytes): (first uncleanable
+        segment's index, first dirty offset, first uncleanable offset, clean bytes, cleanable
+        bytes, max.compaction.lag.ms passed). Never the active segment, nothing from the
+        segment holding the last stable offset on, no segment younger than
+        min.compaction.lag.ms."""
+        config = self.config
+        segments, bases = self._segments, self._bases
+        if not config.compact_enabled or len(segments) < 2:
+            return None
+        first_dirty = self._first_dirty
+        if first_dirty is None or not self._start <= first_dirty <= self._end:
+            first_dirty = self._start
+        dirty_index = max(bisect_right(bases, first_dirty) - 1, 0)
+        uncleanable = min(self.last_stable_offset, segments[-1].base_offset)
+        lag = config.min_compaction_lag_ms
+        if lag > 0:
+            for seg in segments[dirty_index:-1]:
+                if seg.largest_timestamp() > now - lag:
+                    uncleanable = min(uncleanable, seg.base_offset)
+                    break
+        index = bisect_right(bases, max(first_dirty, uncleanable)) - 1
+        first_uncleanable = bases[index]
+        if first_dirty >= first_uncleanable:
+            return None
+        cleanable = sum(seg.size for seg in segments[dirty_index:index])
+        if not cleanable:
+            return None
+        clean = sum(seg.size for seg in segments if seg.base_offset < first_dirty)
+        overdue = False
+        max_lag = config.max_compaction_lag_ms
+        if 0 <= max_lag < now:
+            for seg in segments[dirty_index:index]:
+                first_ts = self._first_batch_timestamp(seg)
+                if 0 < first_ts < now - max_lag:
+                    overdue = True
+                    break
+        return index, first_dirty, first_uncleanable, clean, cleanable, overdue
+
+    def _first_batch_timestamp(self, seg: _Segment) -> int:
+        fd = seg.fd if seg.fd is not None else seg.open()
+        got = _Reader(fd, seg.size, _NEED_FOR_MAX_TS).ensure(0, _NEED_FOR_MAX_TS)
+        return NO_TIMESTAMP if got is None else _MAX_TS.unpack_from(got[0], got[1] + _MAX_TS_AT)[0]
+
+    def cleanable_ratio(self, now: int) -> float | None:
+        found = self._cleanable(now)
+        if found is None:
+            return None
+        _index, _dirty, _upper, clean, cleanable, overdue = found
+        ratio = cleanable / (clean + cleanable)
+        if ratio > self.config.min_cleanable_dirty_ratio or overdue:
+            return ratio
+        return None
+
+    def compact(self, now_ms: int | None = None) -> int:
+        """One whole cleaning pass now, file work included, in this thread (tests and tools;
+        the broker's LogCleaner does the file work in its own thread)."""
+        now = self._clock() if now_ms is None else now_ms
+        if self.cleanable_ratio(now) is None:
+            return 0
+        return run_to_end(self.cleaning_pass(now))
+
+    def cleaning_pass(self, now: int, map_bytes: int = DEFAULT_MAP_BYTES):
+        """Kafka's cleaning pass over the segment files: the generator yields the file work
+        (a callable, see ``_clean_files``) once, gets its result back, and swaps the cleaned
+        segments in, which takes a few renames. Returns the bytes freed.
+
+        The swap is crash-safe as Kafka's: each cleaned segment is written and fsynced as
+        ``*.cleaned``, renamed ``*.swap`` (the log file first), then the segments it replaces
+        are deleted and the ``.swap`` files take their names (the log file last); opening the
+        log finishes or drops an interrupted swap (``_complete_swaps``). A pass whose segments
+        were deleted, truncated or replaced meanwhile swaps nothing in."""
+        found = self._cleanable(now)
+        if found is None:
+            return 0
+        index, first_dirty, first_uncleanable, _clean, _cleanable, _overdue = found
+        config = self.config
+        stop = threading.Event()
+        job = _CleaningJob(
+            directory=self.directory,
+            segments=[(seg.base_offset, seg.size) for seg in self._segments[:index]],
+            first_dirty=first_dirty, first_uncleanable=first_uncleanable, now=now,
+            delete_retention_ms=config.delete_retention_ms,
+            segment_bytes=min(config.segment_bytes, INT_MAX),
+            index_interval_bytes=config.index_interval_bytes,
+            aborted=[txn for txn in self.txn_index if txn.first_offset < first_uncleanable],
+            last_records=last_records_of_producers(self), map_bytes=map_bytes, stop=stop)
+        layout = self._layout
+        self._cleaning_stop = stop
+        try:
+            result = yield lambda: _clean_files(job)
+        finally:
+            stop.set()  # a closed generator: the thread stops at its next batch
+            self._cleaning_stop = None
+        if isinstance(result, BaseException):
+            if not isinstance(result, _Aborted):
+                logger.warning("partition log %s: cleaning failed: %s", self.directory, result)
+            return 0
+        if self._layout != layout or self._closed:
+            for cleaned in result.cleaned:
+                _remove_cleaned(self.directory, cleaned.base_offset)
+            return 0
+        if not result.cleaned:
+            return 0
+        freed = self._swap_in(result.cleaned)
+        cleaned_end = self._bases[len(result.cleaned)]
+        merge_retained_aborted(self.txn_index, result.retained_aborted, cleaned_end)
+        self._first_dirty = result.end_offset
+        self._write_checkpoint(CLEANER_CHECKPOINT_FILE, result.end_offset)
+        return freed
+
+    def _stop_cleaning(self) -> None:
+        self._layout += 1
+        if self._cleaning_stop is not None:
+            self._cleaning_stop.set()
+
+    def _swap_in(self, cleaned_segments: list) -> int:
+        directory = self.directory
+        freed = 0
+        for cleaned in cleaned_segments:
+            base = cleaned.base_offset
+            i = bisect_left(self._bases, base)
+            olds = self._segments[i:i + len(cleaned.replaces)]
+            if [old.base_offset for old in olds] != cleaned.replaces:
+                raise RuntimeError(f"cleaned segment {base} replaces {cleaned.replaces}, "
+                                   f"found {[old.base_offset for old in olds]}")
+            for suffix in (_LOG_SUFFIX, _INDEX_SUFFIX, _TIME_INDEX_SUFFIX):
+                os.rename(_segment_path(directory, base, suffix + _CLEANED_SUFFIX),
+                          _segment_path(directory, base, suffix + _SWAP_SUFFIX))
+            _fsync_dir(directory)
+            for old in olds:
+                old.delete_files()
+            for suffix in (_INDEX_SUFFIX, _TIME_INDEX_SUFFIX, _LOG_SUFFIX):
+                os.rename(_segment_path(directory, base, suffix + _SWAP_SUFFIX),
+                          _segment_path(directory, base, suffix))
+            _fsync_dir(directory)
+            seg = _Segment(directory, base)
+            seg.size = cleaned.size
+            seg.idx_rel, seg.idx_pos = cleaned.idx_rel, cleaned.idx_pos
+            seg.time_ts, seg.time_rel = cleaned.time_ts, cleaned.time_rel
+            seg.max_ts, seg.max_ts_offset = cleaned.max_ts, cleaned.max_ts_offset
+            following = i + len(olds)
+            seg.next_offset = self._bases[following]
+            old_size = sum(old.size for old in olds)
+            self._segments[i:following] = [seg]
+            self._bases[i:following] = [base]
+            self._size += seg.size - old_size
+            freed += old_size - seg.size
+        self._layout += 1
+        return freed
+
     # --- flushing and closing ---
 
     def _flush(self, now: int) -> None:
@@ -947,6 +1395,7 @@ class SegmentLog(PartitionLog):
     def close(self) -> None:
         if self._closed:
             return
+        self._stop_cleaning()
         active = self._active
         self._flush(self._clock())
         active.finish_time_index()
@@ -957,6 +1406,7 @@ class SegmentLog(PartitionLog):
         self._closed = True
 
     def delete(self) -> None:
+        self._stop_cleaning()
         for seg in self._segments:
             seg.close()
         self._closed = True
