@@ -690,9 +690,10 @@ class Faults:
 
     def _fired(self, fault: Fault, api: str | None, conn, **details) -> None:
         error = fault.error.name if fault.error is not None else ""
-        log.info("fault fired", fault=fault.id, api=api, action=fault.action,
-                 error=error or None, delay_ms=fault.delay_ms or None, fired=fault.fired,
-                 count=fault.count, peer=getattr(conn, "peer", None), **details)
+        fields = {"api": api, "error": error, "delay_ms": fault.delay_ms,
+                  "peer": getattr(conn, "peer", None), **details}
+        log.info("fault fired", fault=fault.id, action=fault.action, fired=fault.fired,
+                 count=fault.count, **{k: v for k, v in fields.items() if v})
         self.broker.metrics.fault_fired(api or "", fault.action, error)
 
     # -- actions on the coordinators
