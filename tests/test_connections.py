@@ -17,6 +17,7 @@ from broker.metrics import Metrics
 from broker.purgatory import Timer
 from broker.server import (QUEUED_ANSWER_BYTES, ConnectionQuotas, KafkaConnection, LimitLog,
                            Server, resolve_ip_overrides)
+from broker.testing.faults import Faults
 
 
 class Clock:
@@ -90,6 +91,7 @@ def make_broker(**settings):
     broker = SimpleNamespace(config=BrokerConfig({"metrics.port": 0, **settings}), clock=clock,
                              timer=Timer(clock), debug=False)
     broker.metrics = Metrics(broker)
+    broker.faults = Faults(broker)
     broker.server = Server(broker)
     return broker
 
