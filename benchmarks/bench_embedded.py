@@ -1,0 +1,116 @@
+"""How long the test fixture takes: an EmbeddedBroker from construction to its first ApiVersions
+answer on a new connection, and its teardown (stop() until the thread has ended and the ports are
+closed), in a warm process (the kafka_broker fixture of a session after the first) and in a cold
+one (a new Python process: imports included, as the first fixture of a test session pays).
+
+    python benchmarks/bench_embedded.py                  # 30 warm runs, 5 cold
+    python benchmarks/bench_embedded.py --warm 100 --cold 10
+
+Prints the median, 90th percentile and best of each and writes benchmarks/results/embedded.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import pathlib
+import platform
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 1, 5) + b"bench"
+
+
+def api_versions(port: int) -> None:
+    """Connect and ask ApiVersions v0; return once the answer is read."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        body = sock.recv(size, socket.MSG_WAITALL)
+        assert struct.unpack_from(">ih", body) == (1, 0), body[:6]
+
+
+def quiet() -> None:
+    import structlog
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+
+def one_run() -> tuple[float, float]:
+    """(start to first answer, teardown) in seconds."""
+    from broker.testing import EmbeddedBroker
+    started = time.perf_counter()
+    kb = EmbeddedBroker()
+    kb.start()
+    api_versions(kb.port)
+    ready = time.perf_counter() - started
+    started = time.perf_counter()
+    kb.stop()
+    return ready, time.perf_counter() - started
+
+
+COLD = """
+import sys, time
+started = time.perf_counter()
+sys.path.insert(0, {root!r})
+sys.path.insert(0, {bench!r})
+import bench_embedded
+bench_embedded.quiet()
+ready, teardown = bench_embedded.one_run()
+print(time.perf_counter() - started - teardown, teardown)
+"""
+
+
+def cold_run() -> tuple[float, float]:
+    code = COLD.format(root=str(ROOT), bench=str(ROOT / "benchmarks"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=str(ROOT)).stdout.split()
+    return float(out[0]), float(out[1])
+
+
+def summary(values: list[float]) -> dict:
+    ordered = sorted(values)
+    return {"median_ms": round(statistics.median(ordered) * 1000, 2),
+            "p90_ms": round(ordered[int(0.9 * (len(ordered) - 1))] * 1000, 2),
+            "best_ms": round(ordered[0] * 1000, 2), "runs": len(ordered)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--warm", type=int, default=30)
+    parser.add_argument("--cold", type=int, default=5)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "embedded.json"))
+    args = parser.parse_args()
+    quiet()
+    one_run()  # the warm runs come after the imports
+    warm = [one_run() for _ in range(args.warm)]
+    cold = [cold_run() for _ in range(args.cold)]
+    results = {
+        "warm": {"start_to_first_answer": summary([r for r, _ in warm]),
+                 "teardown": summary([t for _, t in warm])},
+        "cold": {"start_to_first_answer": summary([r for r, _ in cold]),
+                 "teardown": summary([t for _, t in cold])},
+        "nodes": 1,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
+    for kind in ("warm", "cold"):
+        for what in ("start_to_first_answer", "teardown"):
+            s = results[kind][what]
+            print(f"{kind:5} {what:22} median {s['median_ms']:8.2f} ms  p90 {s['p90_ms']:8.2f} ms"
+                  f"  best {s['best_ms']:8.2f} ms  ({s['runs']} runs)")
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
