@@ -270,6 +270,10 @@ class FaultsClient:
                  if v is not None}
         return self.add(action="coordinator_load", duration_ms=duration_ms, match=match)
 
+    def finish_loads(self) -> int:
+        """End the coordinator loads under way now."""
+        return self._embedded.call(lambda: self._faults().finish_loads())
+
     def expire_member(self, group: str, member_id: str | None = None):
         spec = {"action": "expire_member", "match": {"group": group}}
         if member_id is not None:

@@ -510,7 +510,8 @@ class Faults:
         self.armed: list[Fault] = []
         self.history: list[Fault] = []
         self.ids = itertools.count(1)
-        self.loads: dict[tuple[str, int], object] = {}  # reloads under way, by shard
+        #: coordinator loads under way: (topic, partition) -> (timer handle, runtime)
+        self.loads: dict[tuple[str, int], tuple] = {}
 
     # -- adding, listing, clearing
 
@@ -591,6 +592,9 @@ class Faults:
                                          .request_arrays, self.broker.topics)
                     if not _names_match(match, names):
                         continue
+            if fault.error is not None and not _carries_error(
+                    shape_of(handler, req.api_version), request):
+                continue  # no place in this answer for the error (Metadata of all topics)
             fault.seen += 1
             if fault.seen <= fault.after:
                 continue
@@ -754,12 +758,22 @@ class Faults:
             key = (topic, partition)
             pending = self.loads.pop(key, None)
             if pending is not None:
-                pending.cancel()
+                pending[0].cancel()
             # unloading answers whoever waits NOT_COORDINATOR, as when the partition leaves
             runtime.begin_loading(partition)
-            self.loads[key] = broker.timer.call_later(
+            handle = broker.timer.call_later(
                 fault.duration_ms, lambda r=runtime, t=topic, p=partition: self._loaded(r, t, p))
+            self.loads[key] = (handle, runtime)
         return {"shards": sorted({f"{t}-{p}" for _k, _r, t, p in targets})}
+
+    def finish_loads(self) -> int:
+        """End every coordinator load under way now (their shards replay their partitions);
+        returns how many there were."""
+        pending = list(self.loads.items())
+        for (topic, partition), (handle, runtime) in pending:
+            handle.cancel()
+            self._loaded(runtime, topic, partition)
+        return len(pending)
 
     def _loaded(self, runtime, topic: str, partition: int) -> None:
         from ..coordinator_log import read_entries
@@ -768,6 +782,10 @@ class Faults:
         runtime.load(partition, read_entries(log_))
         runtime.finish_loading(partition)
         log.info("coordinator loaded after fault", topic=topic, partition=partition)
+
+
+def _carries_error(shape: Shape, request) -> bool:
+    return shape.top_error is not None or any(_has_entries(request, c) for c in shape.chains)
 
 
 def _names_match(match: dict, names: Names) -> bool:

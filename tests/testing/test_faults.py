@@ -326,3 +326,52 @@ def test_no_fault_armed_means_no_fault_code_on_the_request_path(kb, client):
         assert len(calls) == 1
     finally:
         del faults.intercept
+
+
+def test_a_request_whose_answer_has_no_place_for_the_error_goes_through(kb, client):
+    """Metadata v12 for every topic has no error code to carry a fault's error: the fault waits
+    for a request that has one."""
+    topic = kb.create_topic()
+    fault = kb.faults.add(api=["Metadata", "Produce"], error="UNKNOWN_SERVER_ERROR")
+    everything = client.call(m.MetadataRequest(topics=None), 12)
+    assert [b.port for b in everything.brokers] == [kb.port] and everything.topics
+    assert (fault.seen, fault.fired) == (0, 0)
+    assert partition_errors(client.call(produce(topic, [0]), 9)) == {0: E.UNKNOWN_SERVER_ERROR}
+    assert fault.fired == 1
+
+
+def test_coordinator_load_of_a_transaction_coordinator(kb, client):
+    """The transactional id's shard of __transaction_state unloads and answers
+    COORDINATOR_LOAD_IN_PROGRESS until the load ends (here ended early by finish_loads), then
+    knows the producer again from its log."""
+    txn = unique("txn")
+    I = m.InitProducerIdRequest
+    first = client.call(I(transactional_id=txn, transaction_timeout_ms=60000), 4)
+    assert first.error_code == 0
+    load = kb.faults.coordinator_load(duration_ms=600000, transactional_id=txn)
+    partition = kb.call(lambda: kb.broker.transactions.partition_for(txn))
+    assert load.result == {"shards": [f"__transaction_state-{partition}"]}
+    loading = client.call(I(transactional_id=txn, transaction_timeout_ms=60000), 4)
+    assert loading.error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert kb.faults.finish_loads() == 1
+    again = client.call(I(transactional_id=txn, transaction_timeout_ms=60000), 4)
+    assert again.error_code == 0
+    assert (again.producer_id, again.producer_epoch) == (first.producer_id,
+                                                         first.producer_epoch + 1)
+
+
+def test_expire_a_consumer_protocol_member(kb, client):
+    topic = kb.create_topic(partitions=2)
+    group = unique("cg")
+    H = m.ConsumerGroupHeartbeatRequest
+    joined = client.call(H(group_id=group, member_id="", member_epoch=0,
+                           rebalance_timeout_ms=30000, subscribed_topic_names=[topic],
+                           topic_partitions=[]), 0)
+    assert joined.error_code == 0 and joined.member_epoch > 0
+    with pytest.raises(FaultError, match="consumer protocol"):
+        kb.faults.rebalance(group)
+    expired = kb.faults.expire_member(group)
+    assert expired.result == {"group": group, "member_id": joined.member_id}
+    after = client.call(H(group_id=group, member_id=joined.member_id,
+                          member_epoch=joined.member_epoch), 0)
+    assert after.error_code == E.UNKNOWN_MEMBER_ID
