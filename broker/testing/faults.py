@@ -64,13 +64,6 @@ PARTITION_ERRORS = frozenset(ErrorCode[name] for name in (
     "UNKNOWN_LEADER_EPOCH", "OFFSET_NOT_AVAILABLE", "INVALID_RECORD", "UNKNOWN_TOPIC_ID",
     "INCONSISTENT_TOPIC_ID", "TOPIC_AUTHORIZATION_FAILED", "INVALID_TOPIC_EXCEPTION"))
 
-#: the requests a group or transaction coordinator answers (what coordinator_load affects)
-COORDINATOR_APIS = frozenset((
-    "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch",
-    "DescribeGroups", "DeleteGroups", "OffsetDelete", "ConsumerGroupHeartbeat",
-    "ConsumerGroupDescribe", "TxnOffsetCommit", "InitProducerId", "AddPartitionsToTxn",
-    "AddOffsetsToTxn", "EndTxn"))
-
 GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types
 
 
