@@ -6,6 +6,8 @@ understand them, and replays them at start.
 """
 from __future__ import annotations
 
+import asyncio
+
 import structlog
 
 from . import coordinator_log
@@ -21,10 +23,13 @@ def build_coordinator(broker) -> GroupCoordinator:
     def topic_exists(topic: str, partition: int) -> bool:
         return broker.topics.partition(topic, partition) is not None
 
+    def defer(fn) -> None:
+        asyncio.get_running_loop().call_soon(fn)
+
     return GroupCoordinator(broker.config, broker.clock, broker.timer,
                             partition_writer(broker, OFFSETS_TOPIC), topic_exists,
                             topics=BrokerTopicsView(broker.topics),
-                            persist_marker=marker_writer(broker, OFFSETS_TOPIC))
+                            persist_marker=marker_writer(broker, OFFSETS_TOPIC), defer=defer)
 
 
 class BrokerTopicsView(TopicsView):

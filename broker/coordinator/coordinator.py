@@ -39,7 +39,6 @@ from ..purgatory import DelayedOperationPurgatory, Timer
 from .group import GroupState
 from .classic.manager import make_join_callback, make_sync_callback
 from .consumer.group import ConsumerGroup, GroupError
-from .records import append_error
 from .runtime import CoordinatorRuntime, settings_from
 from .shard import GroupCoordinatorShard, Stats
 
@@ -132,7 +131,11 @@ class GroupCoordinator(CoordinatorRuntime):
                  timer: Timer | None = None, persist: Callable | None = None,
                  topic_exists: Callable[[str, int], bool] | None = None, *,
                  new_uuid: Callable[[], object] = uuid.uuid4, topics=None,
-                 persist_marker: Callable | None = None) -> None:
+                 persist_marker: Callable | None = None,
+                 defer: Callable[[Callable[[], None]], None] | None = None) -> None:
+        """``defer(fn)`` runs ``fn`` at the next event-loop turn (loop.call_soon): with it, a
+        burst of consumer-group joins shares one target assignment (ConsumerGroupManager.
+        flush_joins); it needs a ``persist`` that stores at once, as the broker's does."""
         self.config = CoordinatorConfig.from_config(config)
         if clock is None:
             clock = timer.clock if timer is not None else None
@@ -152,9 +155,22 @@ class GroupCoordinator(CoordinatorRuntime):
                                   self.heartbeat_purgatory, self.rebalance_purgatory,
                                   self._persist, self.topic_exists, self.stats, new_uuid,
                                   self.topics, persist_marker)))
+        for shard in self.shards:
+            shard.consumer.defer = defer
         self._retention_handle = None
         self._closed = False
         self._schedule_retention()
+
+    def shard_for(self, key: str):
+        """The shard of a group; joins of the group still waiting for the end of their burst
+        are answered first, so that every other request sees them (queue_join)."""
+        partition = self._partitions.get(key)
+        if partition is None:
+            partition = self.partition_for(key)
+        shard = self.shards[partition]
+        if shard.consumer.joins:
+            shard.consumer.flush_joins(key)
+        return shard
 
     def _persist(self, partition: int, records: list, on_done, **kwargs) -> None:
         self.persist(partition, records, on_done, **kwargs)
@@ -349,15 +365,7 @@ class GroupCoordinator(CoordinatorRuntime):
     @staticmethod
     def _write_then(shard, group_id: str, records: list, then) -> None:
         """Store and apply ``records``, then ``then(error)`` (NONE once stored)."""
-        def stored(exc) -> None:
-            error = append_error(exc)
-            if exc is not None:
-                log.warning("failed to store consumer group records", group=group_id,
-                            error=error.name)
-                shard.consumer.write_failed(group_id)
-            then(error)
-
-        shard.write(records, stored)
+        shard.consumer.store(group_id, records, then)
 
     # ================================================================== ConsumerGroupHeartbeat
     def consumer_group_heartbeat(self, request, api_version: int, context,
@@ -369,23 +377,30 @@ class GroupCoordinator(CoordinatorRuntime):
             respond(m.ConsumerGroupHeartbeatResponse(
                 error_code=int(E.UNSUPPORTED_VERSION), member_epoch=0))
             return
-        shard = self.shard_for(group_id)
+        partition = self._partitions.get(group_id)
+        shard = self.shards[partition if partition is not None
+                            else self.partition_for(group_id)]
         if shard.loading:
             respond(m.ConsumerGroupHeartbeatResponse(
                 error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS), member_epoch=0))
             return
         client_id = _client_id(context)
         client_host = _client_host(context)
-        response = shard.consumer.steady_heartbeat(request, client_id, client_host)
+        consumer = shard.consumer
+        if request.member_epoch == 0 and consumer.defer is not None:
+            consumer.queue_join(request, api_version, client_id, client_host, respond)
+            return
+        if consumer.joins:
+            consumer.flush_joins(group_id)
+        response = consumer.steady_heartbeat(request, client_id, client_host)
         if response is not None:
             respond(response)
             return
-        records, response = shard.consumer.heartbeat(request, api_version, client_id,
-                                                     client_host)
+        records, response = consumer.heartbeat(request, api_version, client_id, client_host)
         if not records:
             respond(response)
             return
-        self._write_then(shard, group_id, records, lambda error: respond(
+        consumer.store(group_id, records, lambda error: respond(
             response if error == E.NONE else
             m.ConsumerGroupHeartbeatResponse(error_code=int(error), member_epoch=0)))
 

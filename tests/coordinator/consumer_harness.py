@@ -61,7 +61,9 @@ class ConsumerHarness:
     """Heartbeats as a client sends them; ``owned`` maps topic names to partitions."""
 
     def __init__(self, config: dict | None = None, topics: FakeTopics | None = None,
-                 log: FakeLog | None = None, start: int = 0) -> None:
+                 log: FakeLog | None = None, start: int = 0, batched: bool = False) -> None:
+        """``batched``: the coordinator defers to the next event-loop turn as the broker's
+        does; ``turn()`` runs one turn (the joins then wait for the end of their burst)."""
         self.clock = FakeClock(start)
         self.timer = Timer(self.clock)
         self.log = log or FakeLog()
@@ -69,9 +71,27 @@ class ConsumerHarness:
         self._uuid = 0
         # a new target at every change unless a test sets an interval (it has tests of its own)
         config = {"group.consumer.assignment.interval.ms": 0, **(config or {})}
+        self.deferred: list = []
         self.coordinator = GroupCoordinator(config, self.clock, self.timer,
                                             self.log.persist, new_uuid=self._new_uuid,
-                                            topics=self.topics)
+                                            topics=self.topics,
+                                            defer=self.deferred.append if batched else None)
+
+    def turn(self) -> int:
+        """One event-loop turn: what was deferred before it runs. -> how many ran."""
+        todo, self.deferred[:] = list(self.deferred), []
+        for fn in todo:
+            fn()
+        return len(todo)
+
+    def settle(self) -> int:
+        """Turns until nothing is deferred. -> how many."""
+        turns = 0
+        while self.deferred:
+            self.turn()
+            turns += 1
+            assert turns < 100, "deferred work keeps coming"
+        return turns
 
     def _new_uuid(self) -> str:
         self._uuid += 1

@@ -102,7 +102,8 @@ class ConsumerGroup:
                  "metadata_hash", "members", "static_members", "target", "partition_epochs",
                  "subscribed_names", "regex_members", "resolved_regexes", "offsets",
                  "pending_offset_commits", "persisted", "pending_members", "regex_version",
-                 "assignment_timestamp", "metadata_version", "assignment_specs")
+                 "assignment_timestamp", "metadata_version", "assignment_specs",
+                 "stable_members")
 
     group_type = "consumer"
     protocol_type = "consumer"
@@ -130,6 +131,8 @@ class ConsumerGroup:
         #: the last target assignment: the manager reuses a spec while its inputs are the same
         #: objects (not persisted)
         self.assignment_specs: dict[str, tuple] = {}
+        #: member epoch -> members in state STABLE at it (update_state reads this)
+        self.stable_members: dict[int, int] = {}
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         self.pending_offset_commits: dict[tuple[str, int], int] = {}
         self.persisted = False
@@ -144,7 +147,9 @@ class ConsumerGroup:
         self._count_subscription(member, +1)
         if old is not None:
             self._set_partition_epochs(old, None)
+            self._count_stable(old, -1)
         self._set_partition_epochs(None, member)
+        self._count_stable(member, +1)
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
 
@@ -154,6 +159,7 @@ class ConsumerGroup:
             return None
         self._count_subscription(old, -1)
         self._set_partition_epochs(old, None)
+        self._count_stable(old, -1)
         if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
             del self.static_members[old.instance_id]
         return old
@@ -180,6 +186,15 @@ class ConsumerGroup:
                 self.regex_members[regex] = left
             else:
                 self.regex_members.pop(regex, None)
+
+    def _count_stable(self, member: ConsumerGroupMember, delta: int) -> None:
+        if member.state is MemberState.STABLE:
+            epoch = member.member_epoch
+            left = self.stable_members.get(epoch, 0) + delta
+            if left > 0:
+                self.stable_members[epoch] = left
+            else:
+                self.stable_members.pop(epoch, None)
 
     def _set_partition_epochs(self, old: ConsumerGroupMember | None,
                               new: ConsumerGroupMember | None) -> None:
@@ -235,8 +250,8 @@ class ConsumerGroup:
             state = EMPTY
         elif self.group_epoch > self.assignment_epoch:
             state = ASSIGNING
-        elif any(not mm.is_reconciled_to(self.assignment_epoch) for mm in self.members.values()):
-            state = RECONCILING
+        elif self.stable_members.get(self.assignment_epoch, 0) != len(self.members):
+            state = RECONCILING   # some member is not yet STABLE at the assignment epoch
         else:
             state = STABLE
         if state is not self.state:

@@ -71,19 +71,28 @@ class ConsumerGroupManager:
         #: (topic names, regex) -> the ids of the existing topics they name, at a topics version
         self._topic_ids: dict = {}
         self._topic_ids_version = -1
+        #: ``defer(fn)`` runs ``fn`` at the next event-loop turn (the broker's loop.call_soon);
+        #: None answers every heartbeat at once. Needs a ``persist`` that stores at once.
+        self.defer = None
+        #: group id -> the joins waiting for the end of their burst (queue_join)
+        self.joins: dict[str, _JoinBatch] = {}
+        self._turn_scheduled = False
 
     @property
     def topics(self):
         return self.shard.topics
 
     # ================================================================== ConsumerGroupHeartbeat
-    def heartbeat(self, request, version: int, client_id: str, client_host: str) -> tuple:
-        """-> (records, response). Nothing is changed until the shard stores the records."""
+    def heartbeat(self, request, version: int, client_id: str, client_host: str,
+                  postponed: list | None = None) -> tuple:
+        """-> (records, response). Nothing is changed until the shard stores the records.
+        With ``postponed`` (see flush_joins) the response may be None: its target assignment
+        and reconciliation were added to ``postponed``."""
         try:
             self._validate(request, version)
             if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(request)
-            return self._heartbeat(request, client_id, client_host)
+            return self._heartbeat(request, client_id, client_host, postponed)
         except FencedMemberEpoch as exc:
             return [], self._error(E.FENCED_MEMBER_EPOCH, str(exc))
         except GroupError as exc:
@@ -93,6 +102,153 @@ class ConsumerGroupManager:
     def _error(code: ErrorCode, message: str | None):
         return m.ConsumerGroupHeartbeatResponse(error_code=int(code), error_message=message,
                                                 member_epoch=0, heartbeat_interval_ms=0)
+
+    # ------------------------------------------------------------------ bursts of joins
+    def queue_join(self, request, version: int, client_id: str, client_host: str,
+                   respond) -> None:
+        """A first heartbeat (member epoch 0) waits until the burst of joins it came in is over:
+        the event-loop turns until one brings no more joins of its group (at most
+        MAX_BATCH_TURNS), then flush_joins answers them together."""
+        group_id = request.group_id or ""
+        member_id = request.member_id
+        batch = self.joins.get(group_id)
+        if batch is not None and member_id and member_id in batch.member_ids:
+            self.flush_joins(group_id)      # the member's earlier heartbeat comes first
+            batch = None
+        if batch is None:
+            batch = self.joins[group_id] = _JoinBatch()
+        batch.entries.append((request, version, client_id, client_host, respond))
+        if member_id:
+            batch.member_ids.add(member_id)
+        if not self._turn_scheduled:
+            self._turn_scheduled = True
+            self.defer(self._next_turn)
+
+    def _next_turn(self) -> None:
+        """Runs before the reads of each event-loop turn while joins wait: a batch that the
+        last turn's reads did not grow is complete."""
+        self._turn_scheduled = False
+        for group_id, batch in list(self.joins.items()):
+            size = len(batch.entries)
+            if size == batch.seen or batch.turns >= MAX_BATCH_TURNS:
+                self.flush_joins(group_id)
+            else:
+                batch.seen = size
+                batch.turns += 1
+        if self.joins and not self._turn_scheduled:
+            self._turn_scheduled = True
+            self.defer(self._next_turn)
+
+    def flush_joins(self, group_id: str) -> None:
+        """Answer the joins waiting for ``group_id``, in their order: each member and the group
+        epoch as its heartbeat says (step 1 of update_member), then, once all are stored, one
+        target assignment for every member and each join's reconciliation against it.
+
+        Kafka computes a target at every join, and a group that starts with a burst of
+        first heartbeats gives its first member everything, so every other member waits a
+        heartbeat interval for partitions that member must revoke first. Here the burst's
+        members get their share of the free partitions in their first answer, the answer
+        Kafka would give them at their next heartbeat. Anything else for the group (another
+        heartbeat, a commit, a describe) answers the waiting joins first."""
+        batch = self.joins.pop(group_id, None)
+        if batch is None:
+            return
+        postponed: list[_Postponed] = []
+        for request, version, client_id, client_host, respond in batch.entries:
+            try:
+                records, response = self.heartbeat(request, version, client_id, client_host,
+                                                   postponed)
+            except Exception:   # noqa: BLE001 - one bad join must not strand the others
+                log.exception("consumer group heartbeat failed", group=group_id)
+                respond(self._error(E.UNKNOWN_SERVER_ERROR, None))
+                continue
+            if response is None:
+                pending = postponed[-1]
+                pending.respond = respond
+                self.store(group_id, records, pending.stored)
+            else:
+                self.store(group_id, records, _answer_when_stored(response, respond))
+        waiting = [p for p in postponed if p.state is not _FAILED]
+        if waiting:
+            try:
+                self._finish_postponed(group_id, waiting)
+            except Exception:   # noqa: BLE001
+                log.exception("consumer group heartbeat failed", group=group_id)
+                for pending in waiting:
+                    if pending.respond is not None:
+                        pending.answer(self._error(E.UNKNOWN_SERVER_ERROR, None))
+
+    def _finish_postponed(self, group_id: str, waiting: list) -> None:
+        """Steps 2 and 3 of the postponed joins: one target assignment, then each member's
+        reconciliation, each stored before the next (as separate heartbeats would be)."""
+        group = self.groups.get(group_id)
+        for pending in waiting:
+            if pending.state is not _STORED:   # a persist that did not store at once
+                pending.answer(self._error(E.COORDINATOR_NOT_AVAILABLE, None))
+        waiting = [p for p in waiting if p.respond is not None]
+        if not waiting:
+            return
+        if not isinstance(group, ConsumerGroup) or group.state is DEAD:
+            for pending in waiting:
+                pending.answer(self._error(E.UNKNOWN_MEMBER_ID, None))
+            return
+        target_epoch = group.group_epoch
+        targets = group.target
+        if target_epoch > group.assignment_epoch:
+            now = self.clock()
+            records: list = []
+            try:
+                targets = self._compute_target(
+                    group, None, None, self._topic_metadata(group.subscribed_topic_names()),
+                    None, target_epoch, records, now)
+            except GroupError as exc:
+                for pending in waiting:
+                    pending.answer(self._error(exc.code, exc.message))
+                return
+            result: list = []
+            self.store(group_id, records, result.append)
+            error = result[0] if result else E.COORDINATOR_NOT_AVAILABLE  # not stored at once
+            if error != E.NONE:
+                for pending in waiting:
+                    pending.answer(_failed(error))
+                return
+        for pending in waiting:
+            current = group.members.get(pending.member_id)
+            if current is None:
+                pending.answer(self._error(
+                    E.UNKNOWN_MEMBER_ID, f"Member {pending.member_id} is not a member of group "
+                                         f"{group_id}."))
+                continue
+            records = []
+            reconciled = self._reconcile(
+                group, pending.member, current, pending.owned,
+                targets.get(pending.member_id, {}), target_epoch, pending.subscription_changed,
+                pending.resolved, pending.was_member, records)
+            response = self._answer(group_id, pending.member, reconciled, pending.full)
+            self.store(group_id, records, _answer_when_stored(response, pending.answer))
+
+    def abandon_joins(self, error: ErrorCode) -> None:
+        """The shard is unloaded: the waiting joins are answered with ``error``."""
+        batches, self.joins = self.joins, {}
+        for batch in batches.values():
+            for entry in batch.entries:
+                entry[-1](_failed(error))
+
+    def store(self, group_id: str, records: list, then) -> None:
+        """Store and apply ``records``, then ``then(error)`` (NONE once stored)."""
+        if not records:
+            then(E.NONE)
+            return
+
+        def stored(exc) -> None:
+            error = rec.append_error(exc)
+            if exc is not None:
+                log.warning("failed to store consumer group records", group=group_id,
+                            error=error.name)
+                self.write_failed(group_id)
+            then(error)
+
+        self.shard.write(records, stored)
 
     def _validate(self, request, version: int) -> None:
         """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid."""
@@ -189,7 +345,8 @@ class ConsumerGroupManager:
             error_code=0, member_id=member.member_id, member_epoch=epoch,
             heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms)
 
-    def _heartbeat(self, request, client_id: str, client_host: str) -> tuple:
+    def _heartbeat(self, request, client_id: str, client_host: str,
+                   postponed: list | None = None) -> tuple:
         now = self.clock()
         records: list = []
         group_id = request.group_id
@@ -246,28 +403,73 @@ class ConsumerGroupManager:
                                     if request.subscribed_topic_regex is not None
                                     else member.subscribed_topic_regex) or None,
             client_id=client_id, client_host=client_host, classic_metadata=None)
-        reconciled = self.update_member(group, member, updated, owned, records, now)
-        self._schedule_timeouts(group_id, reconciled, member)
-
-        response = m.ConsumerGroupHeartbeatResponse(
-            error_code=0, member_id=reconciled.member_id, member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms)
         full = epoch == 0 or (request.rebalance_timeout_ms != -1
                               and request.subscribed_topic_names is not None
                               and request.topic_partitions is not None)
+        reconciled = self.update_member(group, member, updated, owned, records, now,
+                                        postponed)
+        if reconciled is None:
+            postponed[-1].member_id = updated.member_id
+            postponed[-1].full = full
+            return records, None
+        return records, self._answer(group_id, member, reconciled, full)
+
+    def _answer(self, group_id: str, member: ConsumerGroupMember,
+                reconciled: ConsumerGroupMember, full: bool):
+        """The heartbeat's answer once ``member`` became ``reconciled``; its timeouts start."""
+        self._schedule_timeouts(group_id, reconciled, member)
+        response = m.ConsumerGroupHeartbeatResponse(
+            error_code=0, member_id=reconciled.member_id, member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms)
         if full or reconciled.assigned != member.assigned:
             response.assignment = _response_assignment(reconciled.assigned)
-        return records, response
+        return response
 
     def update_member(self, group: ConsumerGroup, member: ConsumerGroupMember,
                       updated: ConsumerGroupMember, owned, records: list,
-                      now: int) -> ConsumerGroupMember:
+                      now: int, postponed: list | None = None) -> ConsumerGroupMember | None:
         """Kafka's three steps for a member that became ``updated`` (from a heartbeat, or a
         JoinGroup of a classic member): its records, the group epoch, the target assignment and
-        its reconciliation. -> the reconciled member (its records are in ``records``)."""
+        its reconciliation. -> the reconciled member (its records are in ``records``).
+
+        With ``postponed`` (a batch of joins, see flush_joins), a due target assignment is left
+        to the end of the batch: steps 2 and 3 go into ``postponed`` and None is returned."""
+        was_member = member.member_id in group.members
+        group_epoch, metadata, resolved, changed = self._update_subscription(
+            group, member, updated, records, now)
+        # 2. the target assignment
+        if self._target_due(group, group_epoch, now):
+            if postponed is not None:
+                postponed.append(_Postponed(member, owned, changed, resolved, was_member))
+                return None
+            if metadata is None:
+                metadata = self._topic_metadata(
+                    self._subscribed_names(group, member, updated, resolved))
+            targets = self._compute_target(group, member, updated, metadata, resolved,
+                                           group_epoch, records, now)
+            target = targets.get(updated.member_id, {})
+            target_epoch = group_epoch
+        else:
+            if group_epoch > group.assignment_epoch:
+                # within group.consumer.assignment.interval.ms of the last target: the next one
+                # is computed when the interval is over
+                interval = self.config.group_consumer_assignment_interval_ms
+                self._schedule_assignment(group, group.assignment_timestamp + interval - now)
+            target = group.target.get(updated.member_id)
+            if target is None:
+                # a static member's new id inherits its instance's target (replaced above)
+                previous = group.static_member(updated.instance_id)
+                target = group.target.get(previous.member_id, {}) if previous else {}
+            target_epoch = group.assignment_epoch
+        return self._reconcile(group, member, updated, owned, target, target_epoch, changed,
+                               resolved, was_member, records)
+
+    def _update_subscription(self, group: ConsumerGroup, member: ConsumerGroupMember,
+                             updated: ConsumerGroupMember, records: list, now: int) -> tuple:
+        """Step 1: the member's record and the group epoch. -> (group epoch, the subscribed
+        topics' metadata when it was looked at, regexes resolved anew, whether the
+        subscription changed)."""
         group_id = group.group_id
-        member_id = updated.member_id
-        # 1. the member and the group epoch
         bump = False
         if not updated.subscription_equals(member) or member.member_id not in group.members:
             records.append(crec.member_subscription_record(group_id, updated))
@@ -293,33 +495,23 @@ class ConsumerGroupManager:
             records.append(crec.group_epoch_record(group_id, group_epoch, new_hash))
             self.stats.consumer_group_rebalances_total += 1
             log.info("group epoch bumped", group=group_id, epoch=group_epoch,
-                     member=member_id, partition=self.shard.partition)
+                     member=updated.member_id, partition=self.shard.partition)
+        return group_epoch, metadata, resolved, subscription_changed
 
-        # 2. the target assignment
+    def _target_due(self, group: ConsumerGroup, group_epoch: int, now: int) -> bool:
+        """Whether a new target assignment is computed now: the group epoch is ahead of it and
+        group.consumer.assignment.interval.ms has passed since the last one."""
         interval = self.config.group_consumer_assignment_interval_ms
-        if group_epoch > group.assignment_epoch and (
-                not group.assignment_timestamp or not interval
-                or now >= group.assignment_timestamp + interval):
-            if metadata is None:
-                metadata = self._topic_metadata(
-                    self._subscribed_names(group, member, updated, resolved))
-            targets = self._compute_target(group, member, updated, metadata, resolved,
-                                           group_epoch, records, now)
-            target = targets.get(updated.member_id, {})
-            target_epoch = group_epoch
-        else:
-            if group_epoch > group.assignment_epoch:
-                # within group.consumer.assignment.interval.ms of the last target: the next one
-                # is computed when the interval is over
-                self._schedule_assignment(group, group.assignment_timestamp + interval - now)
-            target = group.target.get(updated.member_id)
-            if target is None:
-                # a static member's new id inherits its instance's target (replaced above)
-                previous = group.static_member(updated.instance_id)
-                target = group.target.get(previous.member_id, {}) if previous else {}
-            target_epoch = group.assignment_epoch
+        return group_epoch > group.assignment_epoch and (
+            not group.assignment_timestamp or not interval
+            or now >= group.assignment_timestamp + interval)
 
-        # 3. reconciliation
+    def _reconcile(self, group: ConsumerGroup, member: ConsumerGroupMember,
+                   updated: ConsumerGroupMember, owned, target, target_epoch: int,
+                   subscription_changed: bool, resolved, was_member: bool,
+                   records: list) -> ConsumerGroupMember:
+        """Step 3: ``updated`` moves towards its target; a record when its assignment or
+        epochs changed from ``member``'s (always for a member new to the group)."""
         reconciled = updated
         if subscription_changed or not updated.is_reconciled_to(target_epoch):
             subscribed = frozenset(
@@ -331,10 +523,10 @@ class ConsumerGroupManager:
             reconciled = reconcile(updated, target_epoch, target, owned,
                                    group.current_partition_epoch, subscribed,
                                    subscription_changed)
-        if not reconciled.assignment_equals(member) or member.member_id not in group.members:
-            records.append(crec.current_assignment_record(group_id, reconciled))
+        if not reconciled.assignment_equals(member) or not was_member:
+            records.append(crec.current_assignment_record(group.group_id, reconciled))
             if not reconciled.assignment_equals(updated):
-                log.info("member reconciled", group=group_id, member=member_id,
+                log.info("member reconciled", group=group.group_id, member=updated.member_id,
                          epoch=reconciled.member_epoch, state=reconciled.state.name,
                          assigned=_count(reconciled.assigned),
                          revoking=_count(reconciled.pending_revocation))
@@ -977,6 +1169,66 @@ _RE2_OPTIONS.log_errors = False   # a bad regex is answered, not logged to stder
 def _compile(regex: str):
     """The regex as Kafka's RE2J reads it: RE2 syntax, matched against the whole topic name."""
     return re2.compile(regex, _RE2_OPTIONS)
+
+
+#: the most event-loop turns a burst of joins waits before it is answered (flush_joins)
+MAX_BATCH_TURNS = 16
+
+_WRITING, _STORED, _FAILED = "writing", "stored", "failed"
+
+
+class _JoinBatch:
+    """The joins of one group waiting for the end of their burst."""
+
+    __slots__ = ("entries", "member_ids", "seen", "turns")
+
+    def __init__(self) -> None:
+        self.entries: list[tuple] = []  # (request, version, client id, client host, respond)
+        self.member_ids: set[str] = set()
+        self.seen = 0                   # joins at the previous turn
+        self.turns = 0
+
+
+class _Postponed:
+    """A join whose target assignment and reconciliation wait for the end of its batch: what
+    steps 2 and 3 of update_member need, and how to answer."""
+
+    __slots__ = ("member", "owned", "subscription_changed", "resolved", "was_member",
+                 "member_id", "full", "respond", "state")
+
+    def __init__(self, member: ConsumerGroupMember, owned, subscription_changed: bool,
+                 resolved, was_member: bool) -> None:
+        self.member = member                # as it was before this heartbeat
+        self.owned = owned
+        self.subscription_changed = subscription_changed
+        self.resolved = resolved
+        self.was_member = was_member
+        self.member_id = member.member_id
+        self.full = True
+        self.respond = None
+        self.state = _WRITING
+
+    def stored(self, error: ErrorCode) -> None:
+        """Its step-1 records were stored (or not: then it is answered with the error)."""
+        if error == E.NONE:
+            self.state = _STORED
+        else:
+            self.state = _FAILED
+            self.answer(_failed(error))
+
+    def answer(self, response) -> None:
+        respond, self.respond = self.respond, None
+        if respond is not None:
+            respond(response)
+
+
+def _failed(error: ErrorCode):
+    """The answer to a heartbeat whose records could not be stored."""
+    return m.ConsumerGroupHeartbeatResponse(error_code=int(error), member_epoch=0)
+
+
+def _answer_when_stored(response, respond):
+    return lambda error: respond(response if error == E.NONE else _failed(error))
 
 
 def _is_subset(owned, assigned) -> bool:
