@@ -57,12 +57,15 @@ class Broker:
         self.topics.load()
         if self.topics.get(OFFSETS_TOPIC) is None:
             self.topics.create(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"],
-                               {"cleanup.policy": "compact", "segment.bytes": "104857600"},
+                               {"cleanup.policy": "compact",
+                                "segment.bytes": str(self.config["offsets.topic.segment.bytes"])},
                                internal=True)
         if self.topics.get(TRANSACTION_STATE_TOPIC) is None:
             self.topics.create(TRANSACTION_STATE_TOPIC,
                                self.config["transaction.state.log.num.partitions"],
-                               dict(TRANSACTION_STATE_CONFIGS), internal=True)
+                               dict(TRANSACTION_STATE_CONFIGS, **{"segment.bytes": str(
+                                   self.config["transaction.state.log.segment.bytes"])}),
+                               internal=True)
         self.next_producer_id = max(self.next_producer_id, self._max_producer_id() + 1)
         # every coordinator shard answers COORDINATOR_LOAD_IN_PROGRESS from the first request on,
         # until its partition is replayed

@@ -144,6 +144,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "markers stay once compaction may remove them."),
     Setting("log.message.timestamp.type", _str, "CreateTime", "CreateTime or LogAppendTime."),
     Setting("offsets.topic.num.partitions", int, 50, "Partitions of __consumer_offsets = coordinator shards."),
+    Setting("offsets.topic.segment.bytes", int, 262144,
+            "segment.bytes of __consumer_offsets when it is created (Kafka: 100 MiB): the log "
+            "cleaner never touches the active segment, so this bounds what a restart replays "
+            "beyond the live state (see README)."),
     Setting("offsets.retention.minutes", int, 10080, "Committed offsets of empty groups expire after this."),
     Setting("offsets.retention.check.interval.ms", int, 600000, "How often offset expiry runs."),
     Setting("offset.metadata.max.bytes", int, 4096, "Largest commit metadata string."),
@@ -184,6 +188,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "Server-side assignors of consumer groups; the first is the default."),
     Setting("transaction.state.log.num.partitions", int, 50,
             "Partitions of __transaction_state = transaction coordinator shards."),
+    Setting("transaction.state.log.segment.bytes", int, 262144,
+            "segment.bytes of __transaction_state when it is created (Kafka: 100 MiB), for "
+            "the same reason as offsets.topic.segment.bytes."),
     Setting("transaction.max.timeout.ms", int, 900000,
             "Largest transaction.timeout.ms a producer may ask for."),
     Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10000,
@@ -275,6 +282,9 @@ class BrokerConfig:
         if unknown or "classic" not in self["group.coordinator.rebalance.protocols"]:
             raise ConfigError("group.coordinator.rebalance.protocols must include classic and "
                               f"may add consumer; unknown: {sorted(unknown)}")
+        for name in ("offsets.topic.segment.bytes", "transaction.state.log.segment.bytes"):
+            if self[name] < 14:  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0
+                raise ConfigError(f"{name} must be at least 14, got {self[name]}")
         for name in ("num.partitions", "offsets.topic.num.partitions",
                      "transaction.state.log.num.partitions", "transaction.max.timeout.ms",
                      "socket.request.max.bytes",

@@ -544,6 +544,12 @@ class LogCleaner:
 
     async def run_pass(self, log, now: int) -> int:
         steps = log.cleaning_pass(now, self.dedupe_buffer_size)
+        try:
+            return await self._drive(steps)
+        finally:
+            steps.close()  # a cancelled pass: its file work stops at its next batch
+
+    async def _drive(self, steps) -> int:
         loop = asyncio.get_running_loop()
         send = None
         slice_s, timer = self.slice_s, self.timer
