@@ -541,7 +541,9 @@ def test_ready_is_503_until_offsets_are_loaded_then_200(tmp_path):
         # by the time /ready said 200 every shard had loaded everything
         loaded = [json.loads(ln) for ln in logs_at_first_200.splitlines() if ln.strip()]
         summary = [e for e in loaded if e["event"] == "offsets loaded" and "partition" not in e]
-        assert summary and summary[0]["records"] == records
+        # the log cleaner may have compacted __consumer_offsets before the stop: at least
+        # the live offsets are replayed, at most every commit ever made
+        assert summary and len(groups) * partitions <= summary[0]["records"] <= records
         assert summary[0]["groups"] == len(groups)
         assert any(e["event"] == "broker started" for e in loaded)
         s = scrape(mport)
