@@ -724,11 +724,7 @@ class Faults:
             # the session timeout's own path
             shard.consumer._on_session_timeout(group_id, member_id)
         else:
-            coordinator.stats.expired_members_total += 1
-            log.info("member expired", group=group_id, member=member_id,
-                     reason=f"fault {fault.id}")
-            shard.classic._remove_member_and_update_group(
-                group, member, f"removing member {member_id} on heartbeat expiration")
+            shard.classic.expire_member(group, member, f"fault {fault.id}")
         return {"group": group_id, "member_id": member_id}
 
     def _coordinator_load(self, fault: Fault) -> dict:

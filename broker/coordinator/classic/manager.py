@@ -201,10 +201,15 @@ class ClassicGroupManager:
                       member=member.member_id, awaiting_join=member.is_awaiting_join,
                       awaiting_sync=member.is_awaiting_sync)
             return
+        self.expire_member(group, member, "session timeout")
+
+    def expire_member(self, group: GroupMetadata, member: MemberMetadata, why: str) -> None:
+        """Remove a member as its session timeout does (also for injected faults)."""
         self.stats.expired_members_total += 1
         log.info("member expired", group=group.group_id, member=member.member_id,
                  group_instance_id=member.group_instance_id, client_id=member.client_id,
-                 session_timeout_ms=member.session_timeout_ms, state=group.state.value)
+                 session_timeout_ms=member.session_timeout_ms, state=group.state.value,
+                 reason=why)
         self._remove_member_and_update_group(
             group, member, f"removing member {member.member_id} on heartbeat expiration")
 
