@@ -36,6 +36,7 @@ class Broker:
         self.timer_driver = AsyncioTimerDriver(self.clock)
         self.timer = self.timer_driver.timer
         self.topics = TopicManager(config, config["log.dirs"])
+        self.topics.logs.set_memory_budget(config["log.memory.max.bytes"])
         self.faults = Faults(self)
         self.server = Server(self)
         self.next_producer_id = 1000

@@ -123,6 +123,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "fsync after this many messages (Kafka's default: never, rely on the OS page cache)."),
     Setting("log.flush.interval.ms", int, -1, "fsync at most this long after a write (-1 = never)."),
     Setting("log.retention.check.interval.ms", int, 300000, "How often retention runs."),
+    Setting("log.memory.max.bytes", int, 1073741824,
+            "In-memory storage (no log.dirs): the most record bytes all partitions hold "
+            "together; appends past it drop the oldest records of topics with "
+            "cleanup.policy=delete, as retention would (-1 = no bound; see README)."),
     Setting("log.cleaner.enable", _bool, True,
             "Compact logs with cleanup.policy=compact (in memory and segment files)."),
     Setting("log.cleaner.backoff.ms", int, 15000,

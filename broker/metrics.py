@@ -222,6 +222,16 @@ class BrokerStateCollector:
                     if leo is not None:
                         lag.add_metric(label, max(leo - om.offset, 0))
         yield from (end, start, size, committed, lag)
+        budget = getattr(getattr(topics, "logs", None), "memory_budget", None)
+        if budget is not None:  # in-memory storage
+            held = GaugeMetricFamily("kafka_log_memory_bytes",
+                                     "Record bytes in-memory storage holds, all partitions.")
+            held.add_metric([], budget.used)
+            dropped = CounterMetricFamily(
+                "kafka_log_memory_dropped_bytes",
+                "Record bytes dropped to keep in-memory storage within log.memory.max.bytes.")
+            dropped.add_metric([], budget.dropped_bytes)
+            yield from (held, dropped)
 
 
 class TrafficCollector:

@@ -23,7 +23,7 @@ from typing import Callable, Iterator, Mapping
 
 from .base import LogConfig, PartitionLog, wall_clock_ms
 from .cleaner import LogCleaner, run_to_end
-from .memory import MemoryLog
+from .memory import MemoryBudget, MemoryLog
 from .segments import SegmentLog
 
 __all__ = ["LogManager", "partition_dir_name", "parse_partition_dir_name", "validate_topic_name"]
@@ -76,6 +76,8 @@ class LogManager:
         self._config_for = config_for
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self.cleaner: LogCleaner | None = None
+        #: in memory: what all partitions may hold together (set_memory_budget)
+        self.memory_budget: MemoryBudget | None = None
 
     @property
     def in_memory(self) -> bool:
@@ -144,11 +146,23 @@ class LogManager:
         config = config if config is not None else self._config(topic, partition)
         if self.data_dir is None:
             log = MemoryLog(config, clock=self._clock)
+            if self.memory_budget is not None:
+                self.memory_budget.add(log)
         else:
             path = os.path.join(self.data_dir, partition_dir_name(topic, partition))
             log = SegmentLog(path, config, clock=self._clock)
         self._logs[(topic, partition)] = log
         return log
+
+    def set_memory_budget(self, max_bytes: int) -> MemoryBudget | None:
+        """Bound what the in-memory logs hold together (log.memory.max.bytes, -1 = no bound);
+        nothing to do with a data directory."""
+        if self.data_dir is not None:
+            return None
+        self.memory_budget = MemoryBudget(max_bytes, self._clock)
+        for log in self._logs.values():
+            self.memory_budget.add(log)
+        return self.memory_budget
 
     def set_config(self, topic: str, config: LogConfig, partition: int | None = None) -> None:
         """Apply a topic's (new) config to one or all of its open partitions."""

@@ -14,6 +14,7 @@ their aborted transactions by it as Kafka does.
 """
 from __future__ import annotations
 
+import heapq
 import logging
 from bisect import bisect_left, bisect_right
 from typing import Callable
@@ -29,6 +30,7 @@ from .base import (
     first_record_at_or_after,
     offset_of_max_timestamp,
     prepare_append,
+    wall_clock_ms,
 )
 from .cleaner import (
     DEFAULT_MAP_BYTES,
@@ -41,7 +43,7 @@ from .cleaner import (
     run_to_end,
 )
 
-__all__ = ["MemoryLog"]
+__all__ = ["MemoryBudget", "MemoryLog"]
 
 
 logger = logging.getLogger("broker.log")
@@ -129,6 +131,12 @@ class MemoryLog(PartitionLog):
         self._bytes_since_index = since_index
         self._end = entries[-1][3]
         self._max_cache = cache
+        config = self.config
+        if (config.retention_bytes >= 0 and config.delete_enabled
+                and stream - positions[0] > config.retention_bytes):
+            self._drop_front(self._over_retention_bytes())  # holds at append, not only later
+        if self.budget is not None:
+            self.budget.grow(len(buf))
         return AppendInfo(
             first_offset=first_offset, last_offset=self._end - 1,
             log_append_time=-1 if log_append_time is None else log_append_time,
@@ -308,18 +316,22 @@ class MemoryLog(PartitionLog):
                     n += 1
                 freed += self._drop_front(n)
             if config.retention_bytes >= 0 and self.size_bytes >= config.retention_bytes:
-                diff = self.size_bytes - config.retention_bytes
-                positions, n = self._positions, 0
-                while n < len(positions):
-                    size = (positions[n + 1] if n + 1 < len(positions)
-                            else self._stream_end) - positions[n]
-                    if diff - size < 0:
-                        break
-                    diff -= size
-                    n += 1
-                freed += self._drop_front(n)
+                freed += self._drop_front(self._over_retention_bytes())
         freed += self._drop_front(self._breached_by_start())
         return freed
+
+    def _over_retention_bytes(self) -> int:
+        """How many leading batches retention.bytes deletes: as many as leave the log at least
+        retention.bytes large (Kafka deletes whole segments while the rest stays above it)."""
+        positions = self._positions
+        if not positions:
+            return 0
+        excess = self._stream_end - positions[0] - self.config.retention_bytes
+        if excess < 0:
+            return 0
+        if self._stream_end - positions[0] <= excess:
+            return len(positions)
+        return bisect_right(positions, positions[0] + excess) - 1
 
     # --- compaction ---
 
@@ -482,3 +494,81 @@ class MemoryLog(PartitionLog):
 
     def close(self) -> None:
         self._closed = True
+
+    def delete(self) -> None:
+        self.close()
+        if self.budget is not None:
+            self.budget.forget(self)
+        self._drop_back(0)
+
+
+class MemoryBudget:
+    """What in-memory storage may hold over all partitions (log.memory.max.bytes), enforced
+    when data is appended: past it, the oldest batches go, first of whichever log holds the
+    oldest, as retention.ms would drop them. Only logs whose cleanup.policy has "delete" give
+    data up (retention never drops a compacted log's; compaction bounds those). Each time it
+    is reached, a little more than the excess goes (1/64 of the budget), so the work is done
+    once per that many bytes appended, not per append."""
+
+    def __init__(self, max_bytes: int, clock: Callable[[], int] | None = None) -> None:
+        self.max_bytes = max_bytes
+        self.used = 0
+        self.dropped_bytes = 0  # kafka_log_memory_dropped_bytes_total
+        self.logs: dict[int, MemoryLog] = {}
+        self._clock = clock or wall_clock_ms
+        self._warned = False
+
+    def add(self, log: "MemoryLog") -> None:
+        log.budget = self
+        self.logs[id(log)] = log
+        self.used += log.size_bytes
+
+    def forget(self, log: "MemoryLog") -> None:
+        if self.logs.pop(id(log), None) is not None:
+            self.used -= log.size_bytes
+            log.budget = None
+
+    def grow(self, n: int) -> None:
+        self.used += n
+        if 0 <= self.max_bytes < self.used:
+            self._make_room()
+
+    def shrink(self, n: int) -> None:
+        self.used -= n
+
+    def _make_room(self) -> None:
+        target = self.max_bytes - (self.max_bytes >> 6)
+        now = self._clock()
+        heap = [(log._batch_time(0, now), key, log) for key, log in self.logs.items()
+                if log._bases and log.config.delete_enabled]
+        heapq.heapify(heap)
+        dropped = 0
+        while heap and self.used > target:
+            _oldest, key, log = heapq.heappop(heap)
+            younger = heap[0][0] if heap else None
+            bases, count, freed = log._bases, 0, 0
+            need = self.used - target
+            positions, end = log._positions, log._stream_end
+            while count < len(bases) and freed < need and (
+                    younger is None or log._batch_time(count, now) <= younger):
+                count += 1
+                freed = (positions[count] if count < len(positions) else end) - positions[0]
+            dropped += log._drop_front(max(count, 1))
+            if log._bases:
+                heapq.heappush(heap, (log._batch_time(0, now), key, log))
+        self.dropped_bytes += dropped
+        if not self._warned:
+            self._warned = True
+            if dropped:
+                logger.warning(
+                    "in-memory storage reached log.memory.max.bytes (%d bytes): the oldest "
+                    "records of topics with cleanup.policy=delete are dropped as retention "
+                    "would, %d bytes now (kafka_log_memory_dropped_bytes_total counts them); "
+                    "raise log.memory.max.bytes, lower retention, or use --data-dir",
+                    self.max_bytes, dropped)
+            else:
+                logger.warning(
+                    "in-memory storage holds %d bytes, more than log.memory.max.bytes (%d), "
+                    "all of it in compacted logs, which retention does not drop", self.used,
+                    self.max_bytes)
+

@@ -78,7 +78,7 @@ def test_collect_stops_after_a_transaction_whose_lso_reaches_the_bound():
 
 
 def test_the_aborted_index_follows_the_log_start_offset(open_log):
-    log = open_log(segment_bytes=400, retention_bytes=1)  # retention keeps one segment
+    log = open_log(segment_bytes=400)
     fill(log, (3, 1, 2, 1, 2))
     log.txn_index.append(1, 0, 3, 4)
     log.txn_index.append(2, 4, 6, 7)
