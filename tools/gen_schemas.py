@@ -38,7 +38,10 @@ APIS = {
     "DescribeLogDirs": None, "DescribeAcls": None, "CreateAcls": None, "DeleteAcls": None,
     "DescribeProducers": None, "AddPartitionsToTxn": None, "AddOffsetsToTxn": None,
     "EndTxn": None, "TxnOffsetCommit": None, "DescribeTransactions": None,
-    "ListTransactions": None, "WriteTxnMarkers": None,
+    "ListTransactions": None, "WriteTxnMarkers": None, "OffsetForLeaderEpoch": None,
+    "DescribeTopicPartitions": None, "ElectLeaders": None, "AlterPartitionReassignments": None,
+    "ListPartitionReassignments": None, "AlterReplicaLogDirs": None, "DescribeQuorum": None,
+    "ListConfigResources": None,
 }
 CLIENT_DATA = ["RequestHeader", "ResponseHeader", "ConsumerProtocolSubscription",
                "ConsumerProtocolAssignment", "EndTxnMarker"]
