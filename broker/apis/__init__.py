@@ -19,6 +19,9 @@ _MODULES = [
     "incremental_alter_configs", "describe_log_dirs", "describe_acls", "create_acls",
     "delete_acls", "describe_producers", "add_partitions_to_txn", "add_offsets_to_txn",
     "end_txn", "txn_offset_commit", "describe_transactions", "list_transactions",
+    "offset_for_leader_epoch", "describe_topic_partitions", "elect_leaders",
+    "alter_partition_reassignments", "list_partition_reassignments", "alter_replica_log_dirs",
+    "describe_quorum", "list_config_resources",
 ]
 
 

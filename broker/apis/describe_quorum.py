@@ -1,0 +1,75 @@
+"""DescribeQuorum: KRaft's view of the metadata quorum (kafka-metadata-quorum.sh, the Java admin
+client's describeMetadataQuorum). This broker is its own controller, as a Kafka node with
+process.roles=broker,controller: the single voter and the leader of __cluster_metadata, with no
+observers and nothing to catch up on.
+
+There is no metadata log here: the high watermark (and the voter's log end offset) counts the
+topic changes this process has applied, which grows as Kafka's does with each one, and the
+leader epoch is the one a single voter's first election gives it."""
+from __future__ import annotations
+
+import uuid
+
+from protocol.errors import ErrorCode
+from protocol.messages import DescribeQuorumResponse
+
+from .replicas import broker_ids, log_dirs
+
+NAME = "DescribeQuorum"
+VERSIONS = (0, 2)
+
+METADATA_TOPIC = "__cluster_metadata"
+QUORUM_EPOCH = 1
+NOT_HOSTED = "This server does not host this topic-partition."
+
+TopicData = DescribeQuorumResponse.TopicData
+PartitionData = DescribeQuorumResponse.PartitionData
+ReplicaState = DescribeQuorumResponse.ReplicaState
+Node = DescribeQuorumResponse.Node
+Listener = DescribeQuorumResponse.Listener
+
+
+def directory_id(broker, node: int) -> uuid.UUID:
+    """The id of the node's metadata log directory (Kafka writes a random one into
+    meta.properties); here derived from the cluster, node and directory, so it stays the same
+    across restarts and differs between nodes."""
+    return uuid.uuid5(uuid.NAMESPACE_URL,
+                      f"kbroker:{broker.cluster_id}:{node}:{log_dirs(broker)[0]}")
+
+
+def _refused(request) -> DescribeQuorumResponse:
+    """Only partition 0 of __cluster_metadata, alone in the request, is described: anything
+    else gets UNKNOWN_TOPIC_OR_PARTITION for each partition asked."""
+    return DescribeQuorumResponse(error_code=ErrorCode.NONE, error_message="", topics=[
+        TopicData(topic_name=t.topic_name, partitions=[
+            PartitionData(partition_index=p.partition_index,
+                          error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                          error_message=NOT_HOSTED, current_voters=[], observers=[])
+            for p in t.partitions])
+        for t in request.topics], nodes=[])
+
+
+def handle(broker, ctx, request, respond) -> None:
+    topics = request.topics
+    if not (len(topics) == 1 and topics[0].topic_name == METADATA_TOPIC
+            and len(topics[0].partitions) == 1 and topics[0].partitions[0].partition_index == 0):
+        respond(_refused(request))
+        return
+    now = broker.clock()
+    end = broker.topics.version
+    leader = broker.node_id
+    voters = broker_ids(broker)
+    # the leader reports itself fetched and caught up now
+    states = [ReplicaState(replica_id=node, replica_directory_id=directory_id(broker, node),
+                           log_end_offset=end, last_fetch_timestamp=now,
+                           last_caught_up_timestamp=now) for node in voters]
+    listeners = [Listener(name=name, host=host, port=port)
+                 for name, (host, port) in ((n, broker.advertised(n))
+                                            for n in broker.config.advertised)]
+    respond(DescribeQuorumResponse(
+        error_code=ErrorCode.NONE, error_message="",
+        topics=[TopicData(topic_name=METADATA_TOPIC, partitions=[PartitionData(
+            partition_index=0, error_code=ErrorCode.NONE, error_message="", leader_id=leader,
+            leader_epoch=QUORUM_EPOCH, high_watermark=end, current_voters=states,
+            observers=[])])],
+        nodes=[Node(node_id=node, listeners=listeners) for node in voters]))

@@ -1,0 +1,63 @@
+"""OffsetForLeaderEpoch: the end offset of a leader epoch in a partition's log. Consumers ask it
+after a leader change (or a seek carrying an epoch) to check that their position was not
+truncated away: the answer is the start of the first later epoch, or the log end offset for
+the current one. The request's current_leader_epoch fences a caller with stale metadata."""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.messages import OffsetForLeaderEpochResponse
+
+from .replicas import leader_epochs, placement
+
+NAME = "OffsetForLeaderEpoch"
+VERSIONS = (2, 4)
+
+TopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset
+
+UNDEFINED_EPOCH = UNDEFINED_OFFSET = -1
+
+
+def end_offset_for(entries: list[tuple[int, int]], requested: int,
+                   log_end_offset: int) -> tuple[int, int]:
+    """(epoch, end offset) for a requested epoch, by Kafka's leader epoch cache rules over
+    ``entries`` [(epoch, start offset)] in epoch order: the latest epoch ends at the log end;
+    an older one at the start of the next known epoch, reported as the largest known epoch at or
+    below it (or itself when none is known below it); an epoch above every known one is
+    undefined."""
+    if requested == UNDEFINED_EPOCH:
+        return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+    if entries and entries[-1][0] == requested:
+        return requested, log_end_offset
+    floor = None
+    for epoch, start in entries:
+        if epoch > requested:
+            return (requested if floor is None else floor), start
+        floor = epoch
+    return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+
+
+def _answer(broker, topic_name: str, p) -> EpochEndOffset:
+    partition = broker.topics.partition(topic_name, p.partition)
+    if partition is None:
+        return EpochEndOffset(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                              partition=p.partition)
+    where = placement(broker, partition)
+    current = p.current_leader_epoch
+    if current != -1 and current != where.leader_epoch:
+        # the caller's metadata is older (FENCED) or newer (UNKNOWN) than this leader's
+        error = (ErrorCode.FENCED_LEADER_EPOCH if current < where.leader_epoch
+                 else ErrorCode.UNKNOWN_LEADER_EPOCH)
+        return EpochEndOffset(error_code=error, partition=p.partition)
+    if where.leader != broker.node_id:  # Kafka serves it from the leader only, even to followers
+        return EpochEndOffset(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, partition=p.partition)
+    epoch, end = end_offset_for(leader_epochs(broker, partition), p.leader_epoch,
+                                partition.log.log_end_offset)
+    return EpochEndOffset(error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=epoch,
+                          end_offset=end)
+
+
+def handle(broker, ctx, request, respond) -> None:
+    respond(OffsetForLeaderEpochResponse(topics=[
+        TopicResult(topic=t.topic, partitions=[_answer(broker, t.topic, p) for p in t.partitions])
+        for t in request.topics]))
