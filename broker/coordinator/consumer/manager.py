@@ -46,6 +46,10 @@ log = structlog.get_logger("broker.coordinator")
 E = ErrorCode
 
 
+_Response = m.ConsumerGroupHeartbeatResponse
+_STABLE = MemberState.STABLE
+
+
 def _invalid(message: str) -> GroupError:
     return GroupError(E.INVALID_REQUEST, message)
 
@@ -330,20 +334,20 @@ class ConsumerGroupManager:
                 or group.assignment_epoch != epoch or group.state is DEAD):
             return None
         member = group.members.get(request.member_id)
-        if (member is None or member.member_epoch != epoch
-                or member.state is not MemberState.STABLE or member.classic_metadata is not None
+        if (member is None or member.member_epoch != epoch or member.state is not _STABLE
+                or member.classic_metadata is not None
                 or member.client_id != client_id or member.client_host != client_host):
             return None
-        version = self.topics.version()
+        version = self.shard.topics.version()
         if group.metadata_version != version or (group.regex_members
                                                  and group.regex_version != version):
             return None
+        config = self.config
         if not self.timer.extend_to(("session", group.group_id, member.member_id),
-                                    self.config.group_consumer_session_timeout_ms):
+                                    config.group_consumer_session_timeout_ms):
             self.schedule_session(group.group_id, member)
-        return m.ConsumerGroupHeartbeatResponse(
-            error_code=0, member_id=member.member_id, member_epoch=epoch,
-            heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms)
+        return _Response(error_code=0, member_id=member.member_id, member_epoch=epoch,
+                         heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms)
 
     def _heartbeat(self, request, client_id: str, client_host: str,
                    postponed: list | None = None) -> tuple:
