@@ -1,5 +1,7 @@
 """Differential conformance of the admin APIs that topic tools and UIs call: DeleteRecords,
-IncrementalAlterConfigs, AlterConfigs, DescribeLogDirs, the ACL APIs and DescribeProducers. Each
+IncrementalAlterConfigs, AlterConfigs, DescribeLogDirs, the ACL APIs and DescribeProducers, and
+those of placement and leadership (OffsetForLeaderEpoch, DescribeTopicPartitions, ElectLeaders,
+the reassignment APIs, AlterReplicaLogDirs, DescribeQuorum, ListConfigResources). Each
 scenario sends the same raw requests to a real Apache Kafka 4.x broker and to kbroker (the
 ``target`` fixture) and asserts Kafka's answers, observed on the real broker.
 
@@ -11,6 +13,7 @@ size to report.
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 
@@ -413,3 +416,384 @@ def test_metadata_refuses_topic_ids_before_v12(target, client):
     response = metadata(12, [(None, unknown)])
     assert [(t.error_code, t.name, t.topic_id) for t in response.topics] == [
         (E.UNKNOWN_TOPIC_ID, None, unknown)]
+
+
+# ------------------------------------------- the APIs of placement and leadership (issue 12)
+#
+# OffsetForLeaderEpoch, DescribeTopicPartitions, ElectLeaders, the reassignment APIs,
+# AlterReplicaLogDirs, DescribeQuorum and ListConfigResources, on one node. Node ids, log
+# directories, listeners and timestamps are compared by shape, the rest as Kafka answers.
+
+CLUSTER_APIS = {23: (2, 4), 34: (1, 2), 43: (0, 2), 45: (0, 1), 46: (0, 0), 55: (0, 2),
+                74: (0, 1), 75: (0, 0)}
+NOT_NEEDED = "Leader election not needed for topic partition."
+
+
+def test_cluster_apis_are_advertised_as_kafka_does(target, client):
+    from protocol.messages import ApiVersionsRequest
+    response = client.call(ApiVersionsRequest(client_software_name="conformance",
+                                              client_software_version="1"), 3)
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert {key: ranges.get(key) for key in CLUSTER_APIS} == CLUSTER_APIS
+
+
+def all_topics(client) -> dict:
+    """name -> (topic id, partition count) of every topic, from Metadata."""
+    meta = client.call(MetadataRequest(topics=None, allow_auto_topic_creation=False), 12)
+    return {t.name: (t.topic_id, len(t.partitions)) for t in meta.topics}
+
+
+# ---------------------------------------------------------------------- OffsetForLeaderEpoch
+
+def test_offset_for_leader_epoch(target, client):
+    from protocol.messages import OffsetForLeaderEpochRequest as O
+    topic = create_topic(client)
+    produce(client, topic, 5)
+
+    def ask(parts, version=4, name=topic, replica_id=-1):
+        response = client.call(O(replica_id=replica_id, topics=[O.OffsetForLeaderTopic(
+            topic=name, partitions=[O.OffsetForLeaderPartition(
+                partition=p, current_leader_epoch=current, leader_epoch=epoch)
+                for p, current, epoch in parts])]), version)
+        [t] = response.topics
+        assert t.topic == name
+        return [(r.partition, r.error_code, r.leader_epoch, r.end_offset) for r in t.partitions]
+
+    # the current epoch (0, a new partition's) ends at the log end; an epoch above every
+    # known one, and the undefined -1, have no end; an epoch below the first known one ends
+    # where the first one starts
+    assert ask([(0, -1, 0), (0, 0, 0), (0, -1, 1), (0, -1, -1), (0, -1, -2), (1, -1, 0)]) == [
+        (0, E.NONE, 0, 5), (0, E.NONE, 0, 5), (0, E.NONE, -1, -1), (0, E.NONE, -1, -1),
+        (0, E.NONE, -2, 0), (1, E.NONE, 0, 0)]
+    # the caller's current leader epoch fences it: newer than the leader's is unknown here,
+    # older is fenced (no partition has an older epoch than 0 on one node: -1 means none)
+    assert ask([(0, 1, 0), (0, 7, 3)]) == [(0, E.UNKNOWN_LEADER_EPOCH, -1, -1),
+                                           (0, E.UNKNOWN_LEADER_EPOCH, -1, -1)]
+    assert ask([(7, -1, 0)]) == [(7, E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)]
+    missing = unique("missing")
+    assert ask([(0, -1, 0)], name=missing) == [(0, E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)]
+    assert ask([(0, -1, 0)], name="bad name!") == [(0, E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)]
+    # older versions and a follower's replica id get the same answer
+    for version in (2, 3):
+        assert ask([(0, -1, 0)], version) == [(0, E.NONE, 0, 5)]
+    assert ask([(0, -1, 0)], replica_id=node_id(client)) == [(0, E.NONE, 0, 5)]
+    # the first epoch starts at the log start once records are deleted
+    assert delete_records(client, topic, 0, 3) == (E.NONE, 3)
+    assert ask([(0, -1, -2), (0, -1, 0)]) == [(0, E.NONE, -2, 3), (0, E.NONE, 0, 5)]
+
+
+# ------------------------------------------------------------------ DescribeTopicPartitions
+
+def describe_partitions(client, names, limit=2000, cursor=None):
+    from protocol.messages import DescribeTopicPartitionsRequest as D
+    return client.call(D(topics=[D.TopicRequest(name=n) for n in names],
+                         response_partition_limit=limit,
+                         cursor=None if cursor is None else D.Cursor(
+                             topic_name=cursor[0], partition_index=cursor[1])), 0)
+
+
+def page(response):
+    """([(name, error, [partition indexes])], next cursor or None)."""
+    cursor = response.next_cursor
+    return ([(t.name, t.error_code, [p.partition_index for p in t.partitions])
+             for t in response.topics],
+            None if cursor is None else (cursor.topic_name, cursor.partition_index))
+
+
+ALL_TOPIC_OPERATIONS = 3576   # READ..DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: no authorizer
+
+
+def test_describe_topic_partitions(target, client):
+    prefix = unique("dtp")
+    a = topics.create_topic(client, f"{prefix}-a", 3)
+    b = topics.create_topic(client, f"{prefix}-b", 2)
+    missing = f"{prefix}-zz-missing"
+    node = node_id(client)
+    ids = all_topics(client)
+
+    # sorted by name, each name once, unknown and illegal names with their errors
+    response = describe_partitions(client, [b, a, missing, "bad name!", a])
+    assert page(response) == ([("bad name!", E.INVALID_TOPIC_EXCEPTION, []),
+                               (a, E.NONE, [0, 1, 2]), (b, E.NONE, [0, 1]),
+                               (missing, E.UNKNOWN_TOPIC_OR_PARTITION, [])], None)
+    for t in response.topics:
+        assert t.topic_authorized_operations == ALL_TOPIC_OPERATIONS and not t.is_internal
+        assert t.topic_id == (ids[t.name][0] if t.error_code == E.NONE else uuid.UUID(int=0))
+    for p in response.topics[1].partitions:
+        assert (p.error_code, p.leader_id, p.leader_epoch, p.replica_nodes, p.isr_nodes,
+                p.eligible_leader_replicas, p.last_known_elr, p.offline_replicas) == (
+            E.NONE, node, 0, [node], [node], [], [], [])
+    [offsets] = describe_partitions(client, ["__consumer_offsets"], limit=1).topics
+    assert (offsets.is_internal, [p.partition_index for p in offsets.partitions]) == (True, [0])
+
+    # at most ResponsePartitionLimit partitions (at least 1); the cursor says where to go on
+    def walk(limit, cursor=None, names=(a, b)):
+        return page(describe_partitions(client, list(names), limit, cursor))
+    assert walk(2) == ([(a, E.NONE, [0, 1])], (a, 2))
+    assert walk(3) == ([(a, E.NONE, [0, 1, 2])], (b, 0))        # a full topic: next one's 0
+    assert walk(4) == ([(a, E.NONE, [0, 1, 2]), (b, E.NONE, [0])], (b, 1))
+    assert walk(5, names=(a, b, missing)) == (
+        [(a, E.NONE, [0, 1, 2]), (b, E.NONE, [0, 1])], (missing, 0))
+    assert walk(0) == walk(-5) == ([(a, E.NONE, [0])], (a, 1))
+    assert walk(2, (a, 2)) == ([(a, E.NONE, [2]), (b, E.NONE, [0])], (b, 1))
+    assert walk(2, (b, 1)) == ([(b, E.NONE, [1])], None)
+    assert walk(2, (a, 9)) == ([(a, E.NONE, []), (b, E.NONE, [0, 1])], None)
+
+    # a cursor outside the requested topics, or before the first partition, fails the request
+    for cursor in ((missing + "x", 0), (a, -1), ("", 0)):
+        response = describe_partitions(client, [a, b], 2, cursor)
+        assert [(t.name, t.error_code, t.topic_id, t.partitions, t.topic_authorized_operations)
+                for t in response.topics] == [
+            (n, E.INVALID_REQUEST, uuid.UUID(int=0), [], -2147483648) for n in (a, b)]
+        assert response.next_cursor is None
+    # Kafka fails a request naming "" without a cursor as a whole (it takes "" for the
+    # cursor's topic and looks for the missing cursor)
+    response = describe_partitions(client, ["", a])
+    assert [(t.name, t.error_code, t.partitions) for t in response.topics] == [
+        ("", E.UNKNOWN_SERVER_ERROR, []), (a, E.UNKNOWN_SERVER_ERROR, [])]
+
+    # no names: every topic, in name order, from the cursor's topic on; walking the pages one
+    # partition at a time visits each partition of each topic once
+    visited, cursor = [], None
+    while True:
+        names, cursor = walk(1, cursor, names=())
+        visited += [(name, index) for name, error, indexes in names for index in indexes]
+        assert all(error == E.NONE for _, error, _ in names)
+        if cursor is None:
+            break
+    every = all_topics(client)
+    assert visited == [(name, i) for name in sorted(every) for i in range(every[name][1])]
+    names, cursor = walk(100, (f"{prefix}-", 5), names=())
+    assert (names[:2], cursor) == ([(a, E.NONE, [0, 1, 2]), (b, E.NONE, [0, 1])], None)
+    assert all(name > prefix for name, _, _ in names)
+
+
+# ----------------------------------------------------------------------------- ElectLeaders
+
+def elect(client, partitions, election_type=0, version=2):
+    from protocol.messages import ElectLeadersRequest as R
+    return client.call(R(election_type=election_type, timeout_ms=30000, topic_partitions=None
+                         if partitions is None else [R.TopicPartitions(topic=t, partitions=ps)
+                                                     for t, ps in partitions]), version)
+
+
+def election_results(response):
+    return [(r.topic, [(p.partition_id, p.error_code, p.error_message)
+                       for p in r.partition_result]) for r in response.replica_election_results]
+
+
+def test_elect_leaders(target, client):
+    topic = create_topic(client)
+    missing = unique("missing")
+    # preferred (0) and unclean (1): one replica already leads each partition
+    for election_type in (0, 1):
+        response = elect(client, [(topic, [0, 1, 5]), (missing, [0]), (topic, [1, 1])],
+                         election_type)
+        assert response.error_code == E.NONE
+        assert election_results(response) == [
+            (topic, [(0, E.ELECTION_NOT_NEEDED, NOT_NEEDED), (1, E.ELECTION_NOT_NEEDED, NOT_NEEDED),
+                     (5, E.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {topic}-5")]),
+            (missing, [(0, E.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {missing}")]),
+            (topic, [(1, E.ELECTION_NOT_NEEDED, NOT_NEEDED)] * 2)]
+    for version in (0, 1):  # v0 has no election type (preferred) and no top-level error
+        assert election_results(elect(client, [(topic, [0])], 0, version)) == [
+            (topic, [(0, E.ELECTION_NOT_NEEDED, NOT_NEEDED)])]
+    # an unknown election type fails every partition, unless there is none to elect
+    response = elect(client, [(topic, [0, 1])], 2)
+    assert response.error_code == E.INVALID_REQUEST
+    assert election_results(response) == [
+        (topic, [(0, E.INVALID_REQUEST, "Unknown election type 2"),
+                 (1, E.INVALID_REQUEST, "Unknown election type 2")])]
+    response = elect(client, None, 7)
+    assert (response.error_code, response.replica_election_results) == (E.INVALID_REQUEST, [])
+    response = elect(client, [], 7)
+    assert (response.error_code, response.replica_election_results) == (E.NONE, [])
+    # null: every topic, each listing only the partitions that needed an election (none)
+    for election_type in (0, 1):
+        response = elect(client, None, election_type)
+        assert response.error_code == E.NONE
+        results = dict(election_results(response))
+        assert set(results) == set(all_topics(client)) and set(map(len, results.values())) == {0}
+
+
+# ---------------------------------------- AlterPartitionReassignments, ListPartitionReassignments
+
+def reassign(client, partitions, version=1, allow=True):
+    from protocol.messages import AlterPartitionReassignmentsRequest as R
+    return client.call(R(timeout_ms=30000, allow_replication_factor_change=allow, topics=[
+        R.ReassignableTopic(name=t, partitions=[R.ReassignablePartition(
+            partition_index=p, replicas=replicas) for p, replicas in ps])
+        for t, ps in partitions]), version)
+
+
+def reassignment_results(response):
+    return [(t.name, [(p.partition_index, p.error_code, p.error_message) for p in t.partitions])
+            for t in response.responses]
+
+
+def list_reassignments(client, partitions):
+    from protocol.messages import ListPartitionReassignmentsRequest as L
+    response = client.call(L(timeout_ms=30000, topics=None if partitions is None else [
+        L.ListPartitionReassignmentsTopics(name=t, partition_indexes=ps)
+        for t, ps in partitions]), 0)
+    return response.error_code, response.error_message, response.topics
+
+
+def test_partition_reassignments(target, client):
+    topic = create_topic(client)
+    node = node_id(client)
+    other = node + 1
+    missing = unique("missing")
+    unregistered = ("The manual partition assignment includes broker {}, but no such broker is "
+                    "registered.")
+    response = reassign(client, [(topic, [
+        (0, [node]),            # where it is: nothing to move
+        (1, None),              # cancel: nothing is being moved
+        (5, [node]),
+        (0, [other]), (0, [node, other]), (0, [-1]), (0, [node, node]), (0, [])]),
+        (missing, [(0, [node])])])
+    assert (response.error_code, response.error_message,
+            response.allow_replication_factor_change) == (E.NONE, None, True)
+    assert reassignment_results(response) == [
+        (topic, [(0, E.NONE, None), (1, E.NO_REASSIGNMENT_IN_PROGRESS, None),
+                 (5, E.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:5."),
+                 (0, E.INVALID_REPLICA_ASSIGNMENT, unregistered.format(other)),
+                 (0, E.INVALID_REPLICA_ASSIGNMENT, unregistered.format(other)),
+                 (0, E.INVALID_REPLICA_ASSIGNMENT, unregistered.format(-1)),
+                 (0, E.INVALID_REPLICA_ASSIGNMENT,
+                  f"The manual partition assignment includes the broker {node} more than once."),
+                 (0, E.INVALID_REPLICA_ASSIGNMENT,
+                  "The manual partition assignment includes an empty replica list.")]),
+        (missing, [(0, E.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {missing}.")])]
+    response = reassign(client, [(topic, [(0, [node])])], allow=False)
+    assert response.allow_replication_factor_change is False
+    assert reassignment_results(response) == [(topic, [(0, E.NONE, None)])]
+    assert reassignment_results(reassign(client, [(topic, [(1, [node])])], version=0)) == [
+        (topic, [(1, E.NONE, None)])]
+    assert reassignment_results(reassign(client, [(topic, [])])) == [(topic, [])]
+    # no topics: Kafka's empty answer, whatever the request's option
+    response = reassign(client, [], allow=False)
+    assert (response.error_code, response.error_message, response.allow_replication_factor_change,
+            response.responses) == (E.NONE, "", True, [])
+
+    # nothing is being moved: listed for no topic, asked by name or not
+    assert list_reassignments(client, None) == (E.NONE, None, [])
+    assert list_reassignments(client, []) == (E.NONE, None, [])
+    assert list_reassignments(client, [(topic, [0, 1, 9]), (missing, [0])]) == (E.NONE, None, [])
+
+
+# ----------------------------------------------------------------------- AlterReplicaLogDirs
+
+def test_alter_replica_log_dirs(target, client):
+    from protocol.messages import AlterReplicaLogDirsRequest as R
+    topic = create_topic(client)
+    log_dir = client.call(DescribeLogDirsRequest(topics=None), 4).results[0].log_dir
+    missing = unique("missing")
+    long_ok, too_long = "t" * 211, "t" * 214  # "<topic>-<partition>.<32 hex>-future" <= 255
+
+    def move(dirs, version=2):
+        response = client.call(R(dirs=[R.AlterReplicaLogDir(path=path, topics=[
+            R.AlterReplicaLogDirTopic(name=t, partitions=ps) for t, ps in named])
+            for path, named in dirs]), version)
+        answers = {}
+        for t in response.results:        # Kafka groups them by topic in no set order
+            for p in t.partitions:
+                assert (t.topic_name, p.partition_index) not in answers
+                answers[(t.topic_name, p.partition_index)] = p.error_code
+        return answers
+
+    for version in (1, 2):
+        assert move([(log_dir, [(topic, [0, 1, 7]), (missing, [0]), ("__consumer_offsets", [0]),
+                                (long_ok, [0]), (too_long, [0])])], version) == {
+            (topic, 0): E.NONE, (topic, 1): E.NONE, (topic, 7): E.UNKNOWN_TOPIC_OR_PARTITION,
+            (missing, 0): E.UNKNOWN_TOPIC_OR_PARTITION, ("__consumer_offsets", 0): E.NONE,
+            (long_ok, 0): E.UNKNOWN_TOPIC_OR_PARTITION, (too_long, 0): E.INVALID_TOPIC_EXCEPTION}
+    # only a log directory of the broker, by its exact name
+    assert move([("/no/such/dir", [(topic, [0])]), ("relative", [(topic, [1])]),
+                 (log_dir + "/", [(missing, [0])])]) == {
+        (topic, 0): E.LOG_DIR_NOT_FOUND, (topic, 1): E.LOG_DIR_NOT_FOUND,
+        (missing, 0): E.LOG_DIR_NOT_FOUND}
+    # a partition named twice goes where it is named last
+    assert move([(log_dir, [(topic, [0, 1])]), ("/no/such/dir", [(topic, [0])])]) == {
+        (topic, 0): E.LOG_DIR_NOT_FOUND, (topic, 1): E.NONE}
+    assert move([]) == {}
+
+
+# ---------------------------------------------------------------------------- DescribeQuorum
+
+def describe_quorum(client, partitions, version=2):
+    from protocol.messages import DescribeQuorumRequest as Q
+    return client.call(Q(topics=[Q.TopicData(topic_name=t, partitions=[
+        Q.PartitionData(partition_index=p) for p in ps]) for t, ps in partitions]), version)
+
+
+def test_describe_quorum(target, client):
+    node = node_id(client)
+    before = int(time.time() * 1000)
+    for version in (0, 1, 2):
+        response = describe_quorum(client, [("__cluster_metadata", [0])], version)
+        assert (response.error_code, response.error_message) == (E.NONE, "")
+        [t] = response.topics
+        [p] = t.partitions
+        assert (t.topic_name, p.partition_index, p.error_code, p.error_message) == (
+            "__cluster_metadata", 0, E.NONE, "")
+        # one voter, which leads; no observers (the node is broker and controller at once)
+        assert p.leader_id == node and p.leader_epoch >= 1 and p.high_watermark >= 0
+        [voter] = p.current_voters
+        assert p.observers == []
+        assert voter.replica_id == node and voter.log_end_offset >= p.high_watermark
+        if version == 0:
+            assert (voter.last_fetch_timestamp, voter.last_caught_up_timestamp) == (-1, -1)
+        else:  # the leader reports itself fetched and caught up now
+            assert voter.last_fetch_timestamp == voter.last_caught_up_timestamp
+            assert before <= voter.last_fetch_timestamp <= int(time.time() * 1000)
+        if version < 2:
+            assert (voter.replica_directory_id, response.nodes) == (uuid.UUID(int=0), [])
+        else:
+            assert voter.replica_directory_id != uuid.UUID(int=0)
+            [entry] = response.nodes
+            [listener] = entry.listeners
+            assert entry.node_id == node and listener.host == "127.0.0.1"
+            # Kafka's voter listens on its controller listener, kbroker's on its own
+            assert (listener.name, listener.port) == (
+                ("CONTROLLER", target.server.controller_port) if target.is_kafka
+                else ("PLAINTEXT", target.port))
+    # anything but partition 0 of __cluster_metadata, alone, is not hosted
+    message = "This server does not host this topic-partition."
+    for partitions in ([("__cluster_metadata", [1])], [("__cluster_metadata", [0, 0])],
+                       [("other", [0]), ("x", [1, 2])]):
+        for version in (0, 2):
+            response = describe_quorum(client, partitions, version)
+            assert response.nodes == []
+            assert [(t.topic_name, [(p.partition_index, p.error_code, p.error_message,
+                                     p.current_voters) for p in t.partitions])
+                    for t in response.topics] == [
+                (name, [(i, E.UNKNOWN_TOPIC_OR_PARTITION, message if version >= 2 else "", [])
+                        for i in indexes]) for name, indexes in partitions]
+    assert describe_quorum(client, []).topics == []
+
+
+# ----------------------------------------------------------------------- ListConfigResources
+
+def test_list_config_resources(target, client):
+    from protocol.messages import ListConfigResourcesRequest as L
+    topic = create_topic(client)
+    node = str(node_id(client))
+
+    def listed(types, version=1):
+        response = client.call(L(resource_types=types), version)
+        return response.error_code, [(r.resource_type, r.resource_name)
+                                     for r in response.config_resources]
+
+    assert listed([], 0) == (E.NONE, [])        # v0: client metrics subscriptions, none here
+    assert listed([16, 32]) == (E.NONE, [])     # no subscription, no group with configs
+    assert listed([4, 8]) == (E.NONE, [(8, node), (4, node)])
+    error, resources = listed([2])
+    assert error == E.NONE and len(resources) == len(set(resources))
+    assert {name for _, name in resources} == set(all_topics(client)) and topic in dict(
+        (n, t) for t, n in resources)
+    error, every = listed([])                   # every type version 1 knows
+    assert error == E.NONE
+    assert every[:2] == [(8, node), (4, node)] and sorted(every[2:]) == sorted(resources)
+    for unknown in ([1], [2, 99], [0]):
+        assert listed(unknown) == (E.UNSUPPORTED_VERSION, [])
