@@ -19,6 +19,11 @@ here), is stopped with SIGTERM and started again on the same directory. Measured
 - ``offsets_topic_bytes``: the size of the ``__consumer_offsets-*`` directories before the restart;
 - ``committed_ok``: an OffsetFetch after the restart returns the last committed offsets.
 
+With ``--in-memory`` there is no restart: the broker runs without a data directory, and after
+the commits and ``--settle`` seconds the result is its RSS (``rss_mib``, VmRSS) and the bytes
+``__consumer_offsets`` holds (``offsets_topic_bytes``, from kafka_log_size_bytes), which the
+in-memory log cleaner keeps near the live state.
+
 Results are printed and written as JSON to benchmarks/results/offsets_load.json (or --output).
 """
 from __future__ import annotations
@@ -109,11 +114,13 @@ class Connection:
 
 
 class Broker:
-    def __init__(self, root: str, data_dir: str, overrides: dict) -> None:
+    def __init__(self, root: str, data_dir: str | None, overrides: dict) -> None:
         self.port = free_port()
         self.metrics_port = free_port()
         cmd = [sys.executable, "-m", "broker", "--port", str(self.port), "--metrics-port",
-               str(self.metrics_port), "--log-format", "json", "--data-dir", data_dir]
+               str(self.metrics_port), "--log-format", "json"]
+        if data_dir:
+            cmd += ["--data-dir", data_dir]
         for k, v in overrides.items():
             cmd += ["--override", f"{k}={v}"]
         env = dict(os.environ, PYTHONPATH=root)
@@ -216,7 +223,44 @@ def dir_bytes(data_dir: str, prefix: str) -> int:
     return total
 
 
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    raise RuntimeError("no VmRSS")
+
+
+def offsets_topic_size(metrics_port: int) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return int(sum(float(line.split()[-1]) for line in text.splitlines()
+                   if line.startswith('kafka_log_size_bytes{') and "__consumer_offsets" in line))
+
+
+def run_in_memory(args, commits: int) -> dict:
+    overrides = {"log.cleaner.backoff.ms": 1000}
+    overrides.update(dict(o.split("=", 1) for o in args.override))
+    groups = [f"bench-load-group-{i}" for i in range(args.groups)]
+    broker = Broker(args.root, None, overrides)
+    try:
+        broker.wait_first_answer()
+        start_rss = rss_mib(broker.proc.pid)
+        t0 = time.monotonic()
+        commit(broker.port, groups, args.partitions, commits)
+        commit_s = time.monotonic() - t0
+        time.sleep(args.settle)
+        return {"commits": commits, "live_keys": args.groups * args.partitions,
+                "commit_s": round(commit_s, 1), "rss_start_mib": round(start_rss, 1),
+                "rss_mib": round(rss_mib(broker.proc.pid), 1),
+                "offsets_topic_bytes": offsets_topic_size(broker.metrics_port)}
+    finally:
+        broker.stop()
+
+
 def run(args, commits: int) -> dict:
+    if args.in_memory:
+        return run_in_memory(args, commits)
     data_dir = tempfile.mkdtemp(prefix="bench-load-")
     overrides = {"log.cleaner.backoff.ms": 1000}
     overrides.update(dict(o.split("=", 1) for o in args.override))
@@ -264,6 +308,9 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=20)
     parser.add_argument("--settle", type=float, default=20.0,
                         help="seconds the first broker runs after the commits")
+    parser.add_argument("--in-memory", action="store_true",
+                        help="no data directory: RSS and __consumer_offsets bytes after the "
+                             "commits instead of a restart")
     parser.add_argument("--root", default=ROOT)
     parser.add_argument("--override", action="append", default=[], help="name=value")
     parser.add_argument("--output", default=os.path.join(HERE, "results", "offsets_load.json"))

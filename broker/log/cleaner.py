@@ -70,9 +70,9 @@ _ABORT, _COMMIT = 0, 1
 MAP_ENTRY_OVERHEAD = 100
 #: Kafka's log.cleaner.dedupe.buffer.size default: the most one pass's offset map holds
 DEFAULT_MAP_BYTES = 128 * 1024 * 1024
-#: a pass yields after about this many records (so a slice of the event loop stays short even
-#: inside one large batch)
-RECORDS_PER_STEP = 512
+#: a pass yields after this many records too (so a slice of the event loop stays short even
+#: inside one large batch: about 1 ms of work)
+RECORDS_PER_STEP = 256
 
 
 # --- walking records ------------------------------------------------------------------------
@@ -304,17 +304,38 @@ def map_batch(offset_map: OffsetMap, batch: RecordBatch, start: int,
               txns: CleanedTransactions) -> bool:
     """Add one dirty batch to the offset map (Kafka's buildOffsetMapForSegment, per batch).
     True when the map is full: the batch is then not covered, nor anything after it."""
+    return run_steps(map_batch_steps(offset_map, batch, start, txns))
+
+
+def map_batch_steps(offset_map: OffsetMap, batch: RecordBatch, start: int,
+                    txns: CleanedTransactions):
+    """map_batch as a generator that yields every RECORDS_PER_STEP records (a large batch
+    does not hold the event loop at once) and returns whether the map is full."""
     if batch.attributes & CONTROL_FLAG:
         txns.on_control_batch_read(batch)
     elif not txns.on_batch_read(batch):
         put = offset_map.put
+        step = 0
         for offset, key in iter_keys(batch):
             if key is not None and offset >= start and not put(key, offset):
                 return True
+            step += 1
+            if step == RECORDS_PER_STEP:
+                step = 0
+                yield
     last = batch.last_offset
     if last >= start:
         offset_map.latest_offset = last
     return False
+
+
+def run_steps(steps):
+    """The return value of a generator that only yields to pause."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            return stop.value
 
 
 # --- filtering batches ------------------------------------------------------------------------
@@ -337,6 +358,10 @@ class BatchFilter:
         self.records_kept = 0
 
     def filter(self, batch: RecordBatch):
+        return run_steps(self.filter_steps(batch))
+
+    def filter_steps(self, batch: RecordBatch):
+        """filter as a generator that yields every RECORDS_PER_STEP records."""
         attributes = batch.attributes
         control = attributes & CONTROL_FLAG
         if control:
@@ -364,7 +389,7 @@ class BatchFilter:
             kept = list(_spans(batch, data))
             tombstones = False
         else:
-            kept, tombstones = self._kept_records(batch, data)
+            kept, tombstones = yield from self._kept_records(batch, data)
         if not kept:
             return _empty_batch(batch) if keep_empty else None
         self.records_kept += len(kept)
@@ -381,7 +406,12 @@ class BatchFilter:
         horizon = delete_horizon(batch)
         keep_deletes = horizon is None or self.now < horizon
         kept, tombstones = [], False
+        step = 0
         for span in _spans(batch, data):
+            step += 1
+            if step == RECORDS_PER_STEP:
+                step = 0
+                yield
             key = span.key
             # records past the mapped part stay; records without a key stay too (Kafka
             # refuses them on compacted topics at produce time; here they may exist)
@@ -478,6 +508,7 @@ class LogCleaner:
         self.bytes_freed = 0
         self.slices = 0
         self.longest_slice_s = 0.0
+        self.pass_longest_slice_s = 0.0
 
     def start(self) -> None:
         self._wake = asyncio.Event()
@@ -535,11 +566,16 @@ class LogCleaner:
         if chosen is None:
             return False
         key, log = chosen
+        started, slices = time.monotonic(), self.slices
+        self.pass_longest_slice_s = 0.0
         freed = await self.run_pass(log, now)
         self.passes += 1
         self.bytes_freed += freed
         if freed:
-            logger.info("log cleaner: cleaned %s-%d, %d bytes freed", key[0], key[1], freed)
+            logger.info("log cleaner: cleaned %s-%d, %d bytes freed in %.0f ms; the event loop "
+                        "was held %d times, at most %.1f ms", key[0], key[1], freed,
+                        (time.monotonic() - started) * 1000, self.slices - slices,
+                        self.pass_longest_slice_s * 1000)
         return True
 
     async def run_pass(self, log, now: int) -> int:
@@ -583,6 +619,8 @@ class LogCleaner:
         spent = self.timer() - started
         if spent > self.longest_slice_s:
             self.longest_slice_s = spent
+        if spent > self.pass_longest_slice_s:
+            self.pass_longest_slice_s = spent
 
 
 def run_to_end(steps) -> int:

@@ -38,7 +38,7 @@ from .cleaner import (
     CleanedTransactions,
     OffsetMap,
     last_records_of_producers,
-    map_batch,
+    map_batch_steps,
     merge_retained_aborted,
     run_to_end,
 )
@@ -410,7 +410,8 @@ class MemoryLog(PartitionLog):
         txns = CleanedTransactions(aborted)
         full = False
         for i in range(dirty, end):
-            if map_batch(offset_map, RecordBatch(views[i]), first_dirty, txns):
+            if (yield from map_batch_steps(offset_map, RecordBatch(views[i]), first_dirty,
+                                           txns)):
                 full = True
                 break
             yield
@@ -434,7 +435,7 @@ class MemoryLog(PartitionLog):
         size, high = 0, NO_TIMESTAMP
         for i in range(count):
             view = views[i]
-            out = keep.filter(RecordBatch(view))
+            out = yield from keep.filter_steps(RecordBatch(view))
             if out is not None:
                 if isinstance(out, bytes):
                     out = memoryview(out)
