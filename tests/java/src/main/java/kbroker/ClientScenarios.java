@@ -57,6 +57,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       (ASSIGNOR "consumer" or "consumer:uniform|range": group.protocol=consumer, KIP-848)
  *   admin BOOTSTRAP TOPIC
  *   group-host BOOTSTRAP TOPIC ASSIGNOR SESSION_TIMEOUT_MS   (see GroupHost)
+ *   cluster-admin, validate-position                        (see ClusterScenarios)
  *   txn-... and streams-wordcount                           (see TransactionScenarios)
  * </pre>
  */
@@ -96,6 +97,10 @@ public final class ClientScenarios {
                     System.exit(0);
                 }
                 default -> {
+                    if (ClusterScenarios.handles(args[0])) {
+                        ClusterScenarios.run(args);
+                        System.exit(0);
+                    }
                     if (!TransactionScenarios.handles(args[0])) {
                         usage();
                     }
@@ -117,6 +122,7 @@ public final class ClientScenarios {
                 + " [--static INSTANCE_ID] [--prop name=value]...\n"
                 + "  admin BOOTSTRAP TOPIC\n"
                 + "  group-host BOOTSTRAP TOPIC ASSIGNOR SESSION_TIMEOUT_MS\n"
+                + ClusterScenarios.usage() + "\n"
                 + TransactionScenarios.usage());
         System.exit(2);
     }
