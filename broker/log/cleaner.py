@@ -401,28 +401,54 @@ class BatchFilter:
                         self.now + self.delete_retention_ms if set_horizon else None)
 
     def _kept_records(self, batch: RecordBatch, data) -> tuple[list, bool]:
+        """(the _Spans of the records that stay, whether one is a tombstone); walks a record
+        that goes only as far as its key."""
         latest = self.map.latest_offset
         get = self.map.offsets.get
         horizon = delete_horizon(batch)
         keep_deletes = horizon is None or self.now < horizon
+        base = batch.base_offset
         kept, tombstones = [], False
-        step = 0
-        for span in _spans(batch, data):
-            step += 1
-            if step == RECORDS_PER_STEP:
-                step = 0
-                yield
-            key = span.key
-            # records past the mapped part stay; records without a key stay too (Kafka
-            # refuses them on compacted topics at produce time; here they may exist)
-            if span.offset > latest or key is None:
-                keep = True
-            else:
-                keep = span.offset >= get(key, -1) and (not span.tombstone or keep_deletes)
-            if keep:
-                kept.append(span)
-                if span.tombstone:
-                    tombstones = True
+        pos, step = 0, 0
+        try:
+            for _ in range(batch.record_count):
+                step += 1
+                if step == RECORDS_PER_STEP:
+                    step = 0
+                    yield
+                byte = data[pos]
+                if byte < 0x80:
+                    length, body = (byte >> 1) ^ -(byte & 1), pos + 1
+                else:
+                    length, body = _varint(data, pos)
+                end = body + length
+                timestamp_delta, after_timestamp = _varint(data, body + 1)
+                byte = data[after_timestamp]
+                if byte < 0x80:
+                    delta, p = (byte >> 1) ^ -(byte & 1), after_timestamp + 1
+                else:
+                    delta, p = _varint(data, after_timestamp)
+                offset = base + delta
+                key_length, p = _varint(data, p)
+                key = None
+                if key_length >= 0:
+                    key = bytes(data[p:p + key_length])
+                    p += key_length
+                # records past the mapped part stay; records without a key stay too (Kafka
+                # refuses them on compacted topics at produce time; here they may exist)
+                if offset <= latest and key is not None and offset < get(key, -1):
+                    pos = end
+                    continue  # a later record has its key
+                tombstone = _varint(data, p)[0] < 0
+                if tombstone and not keep_deletes and offset <= latest and key is not None:
+                    pos = end
+                    continue  # past its delete horizon
+                kept.append(_Span(offset, key, tombstone, pos, body, after_timestamp, end,
+                                  timestamp_delta))
+                tombstones = tombstones or tombstone
+                pos = end
+        except IndexError:
+            raise CorruptRecordError("record truncated") from None
         return kept, tombstones
 
 
