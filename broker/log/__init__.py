@@ -5,6 +5,7 @@
 - ``SegmentLog``: Kafka-style segment files, indexes and crash recovery (``segments``).
 - ``LogManager``: maps (topic, partition) to its log, discovers partitions on start
   (``manager``).
+- ``LogCleaner``: Kafka's log cleaner for compacted logs on both backends (``cleaner``).
 """
 from .base import (
     AppendInfo,

@@ -7,10 +7,15 @@ append, so handing out views is safe), its base offset, its position in a virtua
 a zero-copy memoryview when the answer is a single batch, one ``bytes.join`` otherwise.
 
 Retention works at batch granularity (Kafka deletes whole segments; here every batch behaves like
-a segment of its own), which keeps memory closest to retention.bytes. segment.bytes, segment.ms
-and the flush settings do not apply. index.interval.bytes only marks where Kafka's sparse offset
-index would have entries (the whole log as one segment), because read_committed fetches bound
-their aborted transactions by it as Kafka does.
+a segment of its own), which keeps memory closest to retention.bytes; retention.bytes holds at
+every append, not only at the periodic check. segment.bytes, segment.ms and the flush settings do
+not apply. index.interval.bytes only marks where Kafka's sparse offset index would have entries
+(the whole log as one segment), because read_committed fetches bound their aborted transactions
+by it as Kafka does.
+
+All in-memory logs share a ``MemoryBudget`` (log.memory.max.bytes): appends past it drop the
+oldest batches of delete-policy logs. Compaction (``cleaning_pass``) replaces the cleaned batches
+in place, in steps the broker's LogCleaner runs a few milliseconds at a time.
 """
 from __future__ import annotations
 

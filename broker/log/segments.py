@@ -46,6 +46,15 @@ log.flush.interval.messages / log.flush.interval.ms)
     Kafka itself relies on replication rather than fsync for durability; a single-broker
     development stand-in cannot, so this trade-off is the same as running Kafka with one broker.
 
+Compaction (cleanup.policy=compact, ``cleaning_pass``)
+    The cleaner writes each cleaned segment as ``<base>.log.cleaned`` (with ``.index.cleaned``
+    and ``.timeindex.cleaned``) in its thread and fsyncs it; on the event loop the files are
+    renamed ``.swap`` (the log first), the segments they replace deleted, and the ``.swap``
+    files renamed to their final names (the log last). Opening a log deletes ``.cleaned``
+    files and finishes an interrupted swap: a ``.log.swap`` replaces every segment whose base
+    offset falls in its offset range. ``cleaner-offset.checkpoint`` (version line, then an
+    offset) is where the next pass starts, Kafka's cleaner offset checkpoint.
+
 segment.ms is counted from the first append into the segment by this process (or from opening
 it), using the injected clock; Kafka counts from the first batch's timestamp, which rolls a
 segment per append when producers send old timestamps. Deleted segments are unlinked at once
