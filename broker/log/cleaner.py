@@ -532,6 +532,8 @@ class LogCleaner:
         self._wake: asyncio.Event | None = None
         self.passes = 0
         self.bytes_freed = 0
+        #: logs whose last pass moved nothing, and when they may be picked again
+        self._resting: dict = {}
         self.slices = 0
         self.longest_slice_s = 0.0
         self.pass_longest_slice_s = 0.0
@@ -577,9 +579,14 @@ class LogCleaner:
         """(key, log) of the log with the largest cleanable ratio among those that need
         cleaning, or None."""
         best, best_ratio = None, -1.0
+        resting = self._resting
         for key, log in self.logs.items():
             if not log.config.compact_enabled:
                 continue
+            if key in resting:
+                if resting[key] > now:
+                    continue
+                del resting[key]
             ratio = log.cleanable_ratio(now)
             if ratio is not None and ratio > best_ratio:
                 best, best_ratio = (key, log), ratio
@@ -594,9 +601,17 @@ class LogCleaner:
         key, log = chosen
         started, slices = time.monotonic(), self.slices
         self.pass_longest_slice_s = 0.0
-        freed = await self.run_pass(log, now)
+        try:
+            freed = await self.run_pass(log, now)
+        except Exception:
+            self._resting[key] = now + self.backoff_ms  # Kafka marks it uncleanable
+            raise
         self.passes += 1
         self.bytes_freed += freed
+        if not freed and log.cleanable_ratio(self.clock()) is not None:
+            # nothing moved (the pass gave up, or one key is larger than the map): this log
+            # waits a backoff instead of being picked again at once
+            self._resting[key] = now + self.backoff_ms
         if freed:
             logger.info("log cleaner: cleaned %s-%d, %d bytes freed in %.0f ms; the event loop "
                         "was held %d times, at most %.1f ms", key[0], key[1], freed,

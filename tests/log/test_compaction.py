@@ -228,3 +228,23 @@ def test_the_cleaner_gives_the_event_loop_back_between_slices(clock):
     # 299, in the active segment (the last batch), is not cleaned and shadows nothing yet
     assert [r[1:] for r in read_all(log)] == [(b"k2", b"296"), (b"k0", b"297"), (b"k1", b"298"),
                                              (b"k2", b"299")]
+
+
+def test_a_log_whose_pass_moves_nothing_waits_a_backoff(clock):
+    """One key larger than the cleaner's map: the pass cannot start, and the cleaner does not
+    pick the log again at once (it would spin)."""
+    clock.now = NOW
+    manager = LogManager(None, LogConfig(cleanup_policy="compact"), clock=clock)
+    log = manager.get_or_create("big-keys", 0)
+    for i in range(5):
+        log.append(build_batch([(b"k" * 500, b"%d" % i, (), NOW - 10_000)]))
+    cleaner = LogCleaner(manager, clock=clock, dedupe_buffer_size=100, backoff_ms=15_000)
+
+    async def run():
+        assert await cleaner.clean_filthiest() is True
+        assert await cleaner.clean_filthiest() is False  # resting
+        clock.now += 15_001
+        assert await cleaner.clean_filthiest() is True
+
+    asyncio.run(run())
+    assert len(read_all(log)) == 5
