@@ -1,7 +1,7 @@
 """In-memory storage under a runaway producer (issue 14, defect 9): RSS and produce throughput
 with log.memory.max.bytes at several values.
 
-    python benchmarks/bench_memory_budget.py                          # 2 GiB, budgets -1, 256 MiB, 1 GiB
+    python benchmarks/bench_memory_budget.py                  # 2 GiB; budgets -1, 256 MiB, 1 GiB
     python benchmarks/bench_memory_budget.py --mib 512 --budgets -1,268435456
     python benchmarks/bench_memory_budget.py --root /tmp/other-checkout --budgets none
 

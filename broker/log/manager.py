@@ -22,7 +22,7 @@ import uuid
 from typing import Callable, Iterator, Mapping
 
 from .base import LogConfig, PartitionLog, wall_clock_ms
-from .cleaner import LogCleaner, run_to_end
+from .cleaner import LogCleaner
 from .memory import MemoryBudget, MemoryLog
 from .segments import SegmentLog
 

@@ -77,7 +77,6 @@ from protocol.records import HEADER_SIZE, LOG_OVERHEAD, CorruptRecordError, Reco
 from .base import (
     INT_MAX,
     NO_TIMESTAMP,
-    AbortedTxn,
     AppendInfo,
     LogConfig,
     OffsetOutOfRange,
