@@ -233,11 +233,6 @@ def end(p, pid, epoch, commit):
     assert p.write_end_marker(pid, epoch, commit, 0, NOW - 10_000) == E.NONE
 
 
-def kept(log):
-    return [(b.base_offset, b.is_control, b.record_count)
-            for b in iter_batches(log.read(0, 1 << 20))] if log.log_end_offset else []
-
-
 def batches(log):
     out, offset = [], log.log_start_offset
     while offset < log.log_end_offset:
