@@ -10,6 +10,7 @@ from .config import BrokerConfig
 from .coordinator_log import begin_loading_all
 from .fetch_purgatory import FetchPurgatory
 from .offsets_topic import build_coordinator, load_all
+from .producer_ids import ProducerIdManager
 from .metrics import Metrics
 from .server import Server
 from .testing.faults import Faults
@@ -39,7 +40,7 @@ class Broker:
         self.topics.logs.set_memory_budget(config["log.memory.max.bytes"])
         self.faults = Faults(self)
         self.server = Server(self)
-        self.next_producer_id = 1000
+        self.producer_ids = ProducerIdManager(config["log.dirs"])
         self.ready = False
         self.fetches = FetchPurgatory(self)
         self.coordinator = build_coordinator(self)
@@ -67,7 +68,7 @@ class Broker:
                                dict(TRANSACTION_STATE_CONFIGS, **{"segment.bytes": str(
                                    self.config["transaction.state.log.segment.bytes"])}),
                                internal=True)
-        self.next_producer_id = max(self.next_producer_id, self._max_producer_id() + 1)
+        self.producer_ids.at_least(self._max_producer_id() + 1)
         # every coordinator shard answers COORDINATOR_LOAD_IN_PROGRESS from the first request on,
         # until its partition is replayed
         begin_loading_all(self, self.coordinator, OFFSETS_TOPIC)
@@ -125,9 +126,7 @@ class Broker:
         return highest
 
     def allocate_producer_id(self) -> int:
-        pid = self.next_producer_id
-        self.next_producer_id += 1
-        return pid
+        return self.producer_ids.generate()
 
     async def stop(self) -> None:
         self.ready = False

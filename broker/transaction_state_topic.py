@@ -10,7 +10,8 @@ from .topics import TRANSACTION_STATE_TOPIC
 
 log = structlog.get_logger("broker.transactions")
 
-TRANSACTION_STATE_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
+#: segment.bytes comes from transaction.state.log.segment.bytes when the topic is created
+TRANSACTION_STATE_CONFIGS = {"cleanup.policy": "compact"}
 
 
 def build_transaction_coordinator(broker) -> TransactionCoordinator:
@@ -40,6 +41,5 @@ async def load_all(broker) -> None:
     if records:
         log.info("transactions loaded", records=records, seconds=seconds,
                  transactional_ids=sum(len(s.transactions) for s in broker.transactions.shards))
-    broker.next_producer_id = max(broker.next_producer_id,
-                                  broker.transactions.max_producer_id() + 1)
+    broker.producer_ids.at_least(broker.transactions.max_producer_id() + 1)
 
