@@ -60,10 +60,18 @@ class FakeTopics(TopicsView):
 class ConsumerHarness:
     """Heartbeats as a client sends them; ``owned`` maps topic names to partitions."""
 
+    #: True: a harness made without ``batched`` defers as the broker does and settles after
+    #: each heartbeat, as a client that waits for each answer sees it (the fixture
+    #: joins_at_once_and_batched in conftest.py runs whole test modules both ways)
+    batched_by_default = False
+
     def __init__(self, config: dict | None = None, topics: FakeTopics | None = None,
-                 log: FakeLog | None = None, start: int = 0, batched: bool = False) -> None:
+                 log: FakeLog | None = None, start: int = 0,
+                 batched: bool | None = None) -> None:
         """``batched``: the coordinator defers to the next event-loop turn as the broker's
         does; ``turn()`` runs one turn (the joins then wait for the end of their burst)."""
+        self.settle_each = batched is None and self.batched_by_default
+        batched = self.settle_each or bool(batched)
         self.clock = FakeClock(start)
         self.timer = Timer(self.clock)
         self.log = log or FakeLog()
@@ -128,6 +136,8 @@ class ConsumerHarness:
                 for t, ps in owned.items()])
         reply = Reply()
         self.coordinator.consumer_group_heartbeat(req, version, Ctx(client_id), reply)
+        if self.settle_each:
+            self.settle()
         return reply
 
     def assigned(self, reply: Reply) -> dict[str, set[int]] | None:

@@ -2,6 +2,8 @@
 leaving, timeouts, static members, metadata changes, replay and the other group APIs."""
 from __future__ import annotations
 
+import pytest
+
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
@@ -10,6 +12,9 @@ from broker.coordinator.group import GroupState
 
 from .consumer_harness import ConsumerHarness, FakeTopics
 from .harness import Ctx, FakeLog, Reply
+
+#: every test here runs with joins answered at once and batched (conftest.py)
+pytestmark = pytest.mark.usefixtures("joins_at_once_and_batched")
 
 E = ErrorCode
 ALL = set(range(6))
@@ -177,6 +182,7 @@ def test_malformed_heartbeats_get_invalid_request_with_kafkas_message():
                                           rebalance_timeout_ms=1000, topic_partitions=[])
     reply = Reply()
     h.coordinator.consumer_group_heartbeat(req, 1, Ctx(), reply)
+    h.settle()
     assert reply.error == E.INVALID_REQUEST
     assert reply.error_message.startswith("Either SubscribedTopicNames or SubscribedTopicRegex")
 

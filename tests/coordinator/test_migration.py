@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
@@ -13,6 +15,9 @@ from broker.coordinator.group import GroupMetadata
 
 from .consumer_harness import ConsumerHarness, FakeTopics
 from .harness import Ctx, Reply
+
+#: every test here runs with joins answered at once and batched (conftest.py)
+pytestmark = pytest.mark.usefixtures("joins_at_once_and_batched")
 
 E = ErrorCode
 
