@@ -179,7 +179,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("group.consumer.max.size", int, 2147483647, "Most members in one consumer group."),
     Setting("group.consumer.migration.policy", _str, "bidirectional",
             "Online migration between the classic and consumer protocols: bidirectional, "
-            "upgrade, downgrade or disabled (only the upgrade is done yet)."),
+            "upgrade, downgrade or disabled."),
     Setting("group.consumer.assignment.interval.ms", int, 0,
             "Least time between two target assignments of a consumer group (Kafka: 1000; 0 "
             "here: a joining member's partitions are computed at once; a few ms batch the "
