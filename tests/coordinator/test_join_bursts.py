@@ -112,6 +112,24 @@ def test_errors_in_a_burst_are_answered_with_the_others():
     assert held(h, replies[0]) | held(h, replies[1]) == ALL
 
 
+def test_an_answer_that_raises_does_not_strand_the_other_joins():
+    h = harness()
+    first = h.heartbeat(member_id="m1")
+
+    def broken(response):
+        raise RuntimeError("the connection is gone")
+
+    req = m.ConsumerGroupHeartbeatRequest(
+        group_id="g", member_id="m2", member_epoch=0, rebalance_timeout_ms=300000,
+        subscribed_topic_names=["t"], topic_partitions=[])
+    h.coordinator.consumer_group_heartbeat(req, 1, Ctx(), broken)
+    last = h.heartbeat(member_id="m3")
+    h.settle()
+    assert first.member_epoch == last.member_epoch == 4
+    assert len(held(h, first)) == len(held(h, last)) == 2
+    assert set(h.group().members) == {"m1", "m2", "m3"}
+
+
 def test_a_failed_write_answers_the_error():
     h = harness()
     h.heartbeat(member_id="m1")

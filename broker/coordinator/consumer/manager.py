@@ -135,7 +135,10 @@ class ConsumerGroupManager:
         for group_id, batch in list(self.joins.items()):
             size = len(batch.entries)
             if size == batch.seen or batch.turns >= MAX_BATCH_TURNS:
-                self.flush_joins(group_id)
+                try:
+                    self.flush_joins(group_id)
+                except Exception:   # noqa: BLE001 - the other groups' joins still go out
+                    log.exception("answering a burst of joins failed", group=group_id)
             else:
                 batch.seen = size
                 batch.turns += 1
@@ -166,12 +169,15 @@ class ConsumerGroupManager:
                 log.exception("consumer group heartbeat failed", group=group_id)
                 respond(self._error(E.UNKNOWN_SERVER_ERROR, None))
                 continue
-            if response is None:
-                pending = postponed[-1]
-                pending.respond = respond
-                self.store(group_id, records, pending.stored)
-            else:
-                self.store(group_id, records, _answer_when_stored(response, respond))
+            try:
+                if response is None:
+                    pending = postponed[-1]
+                    pending.respond = respond
+                    self.store(group_id, records, pending.stored)
+                else:
+                    self.store(group_id, records, _answer_when_stored(response, respond))
+            except Exception:   # noqa: BLE001 - raised by an answer: the others still go out
+                log.exception("consumer group heartbeat failed", group=group_id)
         waiting = [p for p in postponed if p.state is not _FAILED]
         if waiting:
             try:
