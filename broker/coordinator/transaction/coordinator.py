@@ -149,6 +149,16 @@ class TransactionCoordinator(CoordinatorRuntime):
             return E.COORDINATOR_LOAD_IN_PROGRESS, shard, None
         return E.NONE, shard, shard.transactions.get(transactional_id)
 
+    def _known(self, transactional_id: str):
+        """(error, shard, metadata) of a request about an existing transactional id: an empty id
+        is INVALID_REQUEST, an unknown one INVALID_PRODUCER_ID_MAPPING."""
+        if not transactional_id:
+            return E.INVALID_REQUEST, None, None
+        error, shard, md = self._state(transactional_id)
+        if not error and md is None:
+            error = E.INVALID_PRODUCER_ID_MAPPING
+        return error, shard, md
+
     # ================================================================== InitProducerId
     def init_producer_id(self, transactional_id: str, timeout_ms: int,
                          expected: tuple[int, int] | None,
@@ -228,15 +238,9 @@ class TransactionCoordinator(CoordinatorRuntime):
                        respond: Callable[[int], None]) -> None:
         """AddPartitionsToTxn, AddOffsetsToTxn and the implicit add of a version 2 Produce:
         ``respond(error)`` once the partitions are part of the transaction."""
-        if not transactional_id:
-            respond(E.INVALID_REQUEST)
-            return
-        error, shard, md = self._state(transactional_id)
+        error, shard, md = self._known(transactional_id)
         if error:
             respond(error)
-            return
-        if md is None:
-            respond(E.INVALID_PRODUCER_ID_MAPPING)
             return
         if md.pending_transition_in_progress:
             respond(E.CONCURRENT_TRANSACTIONS)
@@ -264,10 +268,9 @@ class TransactionCoordinator(CoordinatorRuntime):
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           partitions) -> dict:
         """AddPartitionsToTxn with VerifyOnly: is each partition part of the transaction?"""
-        error, shard, md = self._state(transactional_id) if transactional_id else \
-            (E.INVALID_REQUEST, None, None)
+        error, _shard, md = self._known(transactional_id)
         if not error:
-            if md is None or md.producer_id != producer_id:
+            if md.producer_id != producer_id:
                 error = E.INVALID_PRODUCER_ID_MAPPING
             elif md.producer_epoch != producer_epoch:
                 error = E.PRODUCER_FENCED
@@ -336,15 +339,9 @@ class TransactionCoordinator(CoordinatorRuntime):
         def fail(error) -> None:
             respond(error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
 
-        if not transactional_id:
-            fail(E.INVALID_REQUEST)
-            return
-        error, shard, md = self._state(transactional_id)
+        error, shard, md = self._known(transactional_id)
         if error:
             fail(error)
-            return
-        if md is None:
-            fail(E.INVALID_PRODUCER_ID_MAPPING)
             return
         try:
             if client_version >= 2:
