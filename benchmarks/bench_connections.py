@@ -37,25 +37,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
+from tests.support import free_port, rss_mib  # noqa: E402
+
 from protocol import messages as m  # noqa: E402
 from protocol.framing import encode_request  # noqa: E402
 from protocol.records import SimpleRecord, build_batch  # noqa: E402
 
 TOPIC = "hostile"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    raise RuntimeError("no VmRSS")
 
 
 def round_trip_ms(port: int, timeout: float = 30.0) -> float:

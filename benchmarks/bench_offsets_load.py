@@ -45,16 +45,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
+from tests.support import free_port, rss_mib  # noqa: E402
+
 from protocol import messages as m  # noqa: E402
 from protocol.framing import encode_request, read_response_header  # noqa: E402
 
 TOPIC = "bench-load"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def api_versions_ms(port: int, timeout: float = 30.0) -> float:
@@ -221,14 +217,6 @@ def dir_bytes(data_dir: str, prefix: str) -> int:
             path = os.path.join(data_dir, name)
             total += sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
     return total
-
-
-def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    raise RuntimeError("no VmRSS")
 
 
 def offsets_topic_size(metrics_port: int) -> int:
