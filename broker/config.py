@@ -14,6 +14,8 @@ import tomllib
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from broker.security import SECURITY_PROTOCOLS
+
 
 class ConfigError(ValueError):
     """A setting with an unknown name or a bad value."""
@@ -93,6 +95,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "Comma-separated NAME://host:port listeners to bind (host empty or 0.0.0.0 = all)."),
     Setting("advertised.listeners", _opt_str, None,
             "NAME://host:port per listener as clients should reach it (default: listeners)."),
+    Setting("listener.security.protocol.map", _str,
+            "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "LISTENER_NAME:SECURITY_PROTOCOL pairs; every listener's name must be mapped."),
     Setting("log.dirs", _opt_str, None,
             "Data directory; unset = in-memory storage (nothing on disk)."),
     Setting("num.partitions", int, 1, "Partitions of an auto-created topic."),
@@ -232,6 +237,21 @@ def parse_listeners(text: str) -> list[tuple[str, str, int]]:
     return out
 
 
+def parse_security_protocol_map(text: str) -> dict[str, str]:
+    """'INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL' -> {listener name: security protocol}."""
+    out = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        name, sep, protocol = item.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(f"listener.security.protocol.map entry {item!r} is not NAME:PROTOCOL")
+        protocol = protocol.strip().upper()
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"No enum constant for security protocol {protocol!r} in "
+                              f"listener.security.protocol.map (one of {', '.join(SECURITY_PROTOCOLS)})")
+        out[name.strip().upper()] = protocol
+    return out
+
+
 class BrokerConfig:
     """Resolved settings; read with ``config["log.retention.ms"]``."""
 
@@ -265,6 +285,18 @@ class BrokerConfig:
         unknown = set(self.advertised) - {n for n, _, _ in self.listeners}
         if unknown:
             raise ConfigError(f"advertised.listeners names no listener: {sorted(unknown)}")
+        protocols = parse_security_protocol_map(self["listener.security.protocol.map"])
+        #: listener name -> its security protocol, as Kafka's listener.security.protocol.map
+        self.security_protocols = {}
+        for name, _host, _port in self.listeners:
+            if name not in protocols:
+                raise ConfigError(f"No security protocol defined for listener {name} "
+                                  "(add it to listener.security.protocol.map)")
+            self.security_protocols[name] = protocols[name]
+        unsupported = sorted({p for p in self.security_protocols.values() if p != "PLAINTEXT"})
+        if unsupported:
+            raise ConfigError(f"security protocol {', '.join(unsupported)} is not supported yet: "
+                              "only PLAINTEXT listeners can be configured")
         if self["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
             raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:

@@ -29,6 +29,7 @@ import time
 
 import structlog
 
+from broker.security import ANONYMOUS
 from protocol.framing import read_request_header, response_header
 from protocol.messages import ApiVersionsResponse
 from protocol.schema import DecodeError
@@ -107,6 +108,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.faults = broker.faults
         self.listener = listener
         self.config = broker.config
+        #: the listener's protocol (listener.security.protocol.map) and who the client is:
+        #: User:ANONYMOUS until it authenticates, as on Kafka
+        self.security_protocol = broker.config.security_protocols[listener]
+        self.principal = ANONYMOUS
         self.clock = broker.clock
         self.max_frame = broker.config["socket.request.max.bytes"]
         self.max_in_flight = broker.config["queued.max.requests"]

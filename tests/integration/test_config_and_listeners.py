@@ -31,6 +31,9 @@ def test_help_lists_settings_by_kafka_name():
     (["--override", "auto.create.topics.enable=maybe"], "auto.create.topics.enable"),
     (["--listeners", "PLAINTEXT://127.0.0.1"], "has no port"),
     (["--override", "num.partitions"], "expects name=value"),
+    (["--listeners", "INTERNAL://127.0.0.1:1"], "No security protocol defined for listener INTERNAL"),
+    (["--listeners", "INTERNAL://127.0.0.1:1", "--override",
+      "listener.security.protocol.map=INTERNAL:TLS"], "No enum constant for security protocol 'TLS'"),
     (["--override", "max.connections.per.ip=0"],
      "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides"),
     (["--override", "max.connections.per.ip.overrides=host.invalid:3", "--port", "0",
@@ -76,6 +79,7 @@ def test_two_listeners_each_advertise_their_own_address():
         "listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
         "advertised.listeners": f"INTERNAL://broker.internal:{internal},"
                                 f"EXTERNAL://localhost:{external}",
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
         "node.id": 3,
     })
     proc.start()
