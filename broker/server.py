@@ -22,6 +22,7 @@ import asyncio
 import collections
 import errno
 import ipaddress
+import mmap
 import resource
 import socket
 import struct
@@ -52,6 +53,29 @@ LIMIT_LOG_INTERVAL_MS = 10_000
 IDLE_CHECK_MIN_MS = 100
 LISTEN_BACKLOG = 1024
 _NO_BUFFER = bytearray()
+#: the first buffer of a large frame holds at least this much (or the whole frame)
+BIG_FRAME_FIRST_READ = 64 * 1024
+#: frames from this size get an anonymous memory mapping of their whole size: the system gives
+#: it pages only as the bytes arrive (a client that declares a huge frame and sends little holds
+#: little), with no zero-filling pass and no copies as it grows; smaller ones a growing bytearray,
+#: so that logs holding many of them do not hold as many mappings
+MAPPED_FRAME_MIN = 256 * 1024
+
+
+def _frame_buffer(size: int, arrived: int):
+    """The buffer a large frame is read into: a mapping of its size, or a bytearray with room
+    for twice what arrived (at least BIG_FRAME_FIRST_READ)."""
+    if size >= MAPPED_FRAME_MIN:
+        return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return bytearray(min(size, max(2 * arrived, BIG_FRAME_FIRST_READ)))
+
+
+def _grown(buffer: bytearray, filled: int, size: int) -> bytearray:
+    """A large frame's bytearray with room for more: twice as large, at most the frame's size.
+    The copies over a frame's life add up to less than its size."""
+    grown = bytearray(min(size, 2 * len(buffer)))
+    grown[:filled] = memoryview(buffer)[:filled]
+    return grown
 
 
 class Request:
@@ -123,9 +147,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.read_buffer = _NO_BUFFER
         self.read_start = 0
         self.read_end = 0
-        #: a frame larger than the read buffer: its bytes so far (never more than arrived, so a
-        #: client that declares a huge frame and sends little holds little) and its size
-        self.big: bytearray | None = None
+        #: a frame larger than the read buffer, read straight into its own buffer: the buffer,
+        #: how many of its bytes arrived, and the frame's size. The buffer grows with what
+        #: arrived (at most twice that, or BIG_FRAME_FIRST_READ), so a client that declares a
+        #: huge frame and sends little holds little
+        self.big: bytearray | mmap.mmap | None = None
+        self.big_filled = 0
         self.big_size = 0
         self.out: list = []  # response chunks ready to write, in request order
         self.out_bytes = 0
@@ -203,6 +230,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._update_reading()
 
     def get_buffer(self, sizehint: int) -> memoryview:
+        big = self.big
+        if big is not None:
+            filled = self.big_filled
+            if filled == len(big):
+                big = self.big = _grown(big, filled, self.big_size)
+            return memoryview(big)[filled:]
         if self.read_end == len(self.read_buffer):
             if self.read_buffer is _NO_BUFFER:
                 self.read_buffer = bytearray(READ_BUFFER_SIZE)
@@ -219,9 +252,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # send() each (pipelining clients send many requests per read)
         self.batching = True
         try:
-            self.read_end += nbytes
-            if self.big is not None:
-                self._fill_big()
+            if self.big is not None:  # get_buffer gave the large frame's buffer
+                self.big_filled += nbytes
+                if self.big_filled == self.big_size:
+                    self._handle_big()
+            else:
+                self.read_end += nbytes
             if self.big is None:
                 self._parse_frames()
         finally:
@@ -280,30 +316,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self.frame_reserved = 0
                 continue
             if size > len(buf) - 4:
-                # a large frame: gathered as its bytes arrive (never allocated ahead of them)
-                self.big = bytearray(buf[start + 4:end])
-                self.big_size = size
+                # a large frame: what arrived of it moves to its own buffer, and the rest is
+                # read straight into that (no copy through the read buffer, fewer reads)
+                arrived = end - start - 4
+                big = _frame_buffer(size, arrived)
+                big[:arrived] = memoryview(buf)[start + 4:end]
+                self.big, self.big_filled, self.big_size = big, arrived, size
                 self.held_much = True
                 self.read_start = self.read_end = 0
             break
         if self.read_start == self.read_end:
             self.read_start = self.read_end = 0
 
-    def _fill_big(self) -> None:
-        """Move what the read buffer holds into the large frame; handle it once complete."""
+    def _handle_big(self) -> None:
         big = self.big
-        start = self.read_start
-        take = min(self.big_size - len(big), self.read_end - start)
-        big += memoryview(self.read_buffer)[start:start + take]
-        self.read_start = start + take
-        if self.read_start == self.read_end:
-            self.read_start = self.read_end = 0
-        if len(big) == self.big_size:
-            self.big = None
-            self.handle_frame(big)
-            if self.frame_reserved:
-                self.server.release(self.frame_reserved)
-                self.frame_reserved = 0
+        self.big = None
+        self.handle_frame(big)
+        if self.frame_reserved:
+            self.server.release(self.frame_reserved)
+            self.frame_reserved = 0
 
     def _compact(self) -> None:
         start, end = self.read_start, self.read_end

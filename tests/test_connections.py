@@ -5,6 +5,7 @@ limits. No sockets, no sleeping."""
 from __future__ import annotations
 
 import asyncio
+import mmap
 import struct
 from types import SimpleNamespace
 
@@ -15,7 +16,7 @@ from broker import apis
 from broker.config import BrokerConfig, ConfigError
 from broker.metrics import Metrics
 from broker.purgatory import Timer
-from broker.server import (QUEUED_ANSWER_BYTES, ConnectionQuotas, KafkaConnection, LimitLog,
+from broker.server import (BIG_FRAME_FIRST_READ, QUEUED_ANSWER_BYTES, ConnectionQuotas, KafkaConnection, LimitLog,
                            Server, resolve_ip_overrides)
 from broker.testing.faults import Faults
 
@@ -148,6 +149,45 @@ def answer(held, i: int = 0) -> None:
     from protocol.messages import ApiVersionsResponse
     _, ctx, respond = held.pop(i)
     respond(ApiVersionsResponse(error_code=0, api_keys=[]))
+
+
+# ------------------------------------------------------------------ frames larger than the read buffer
+
+def padded_api_versions(correlation_id: int, size: int) -> bytes:
+    """An ApiVersions v0 request padded to a frame of ``size`` bytes (trailing bytes after a
+    valid body are ignored, as Kafka does)."""
+    body = struct.pack(">hhih", 18, 0, correlation_id, 1) + b"t"
+    body += b"\0" * (size - len(body))
+    return struct.pack(">i", len(body)) + body
+
+
+@pytest.mark.parametrize("size", [40 * 1024, 300 * 1024, 3 * 1024 * 1024])
+async def test_large_frames_arriving_in_pieces_are_handled_once_whole(size):
+    """A frame past the read buffer is read straight into its own buffer (a growing bytearray,
+    or from MAPPED_FRAME_MIN a mapping of its size) and handled when its last byte arrives;
+    the small request behind it is still answered, in order."""
+    broker = make_broker()
+    conn, transport = connect(broker)
+    data = api_versions(1) + padded_api_versions(2, size) + api_versions(3)
+    for piece in range(0, len(data), 7919):  # reads of odd sizes, as a socket gives them
+        assert feed(conn, transport, data[piece:piece + 7919]) == b""
+    assert correlation_ids(bytes(transport.sent)) == [1, 2, 3]
+    assert conn.big is None and not conn.closing
+
+
+async def test_a_large_frame_holds_what_arrived_not_what_it_declared():
+    """Issue 14, defect 3: the declared size is not allocated ahead of its bytes. Under
+    MAPPED_FRAME_MIN the buffer is at most twice what arrived (or BIG_FRAME_FIRST_READ); from
+    it, a mapping that the system backs with pages only as bytes are written."""
+    broker = make_broker()
+    conn, transport = connect(broker)
+    feed(conn, transport, struct.pack(">i", 200 * 1024) + b"\0" * 1024)
+    assert isinstance(conn.big, bytearray) and len(conn.big) == BIG_FRAME_FIRST_READ
+    feed(conn, transport, b"\0" * BIG_FRAME_FIRST_READ)
+    assert len(conn.big) == 2 * BIG_FRAME_FIRST_READ  # grown as bytes came, never past the frame
+    conn, transport = connect(broker)
+    feed(conn, transport, struct.pack(">i", 100_000_000) + b"\0" * 1024)
+    assert isinstance(conn.big, mmap.mmap) and conn.big_filled == 1024
 
 
 # ------------------------------------------------------------------ answers a client never takes

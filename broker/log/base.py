@@ -203,7 +203,9 @@ def validate_batches(buffer) -> list[RecordBatch]:
 
 def prepare_append(batches, next_offset: int, log_append_time: int | None = None,
                    partition_leader_epoch: int | None = None):
-    """Copy a producer's batches into a fresh bytearray and assign offsets from ``next_offset``.
+    """Assign offsets from ``next_offset`` to a producer's batches, in place when they are a
+    writable view (a large request frame, which the server reads into a buffer of its own and
+    hands to nobody else), else in a fresh bytearray copy.
 
     Returns ``(buffer, entries)`` where each entry is
     ``(position, size, base_offset, next_offset, max_timestamp)``. Nothing is decoded beyond the
@@ -211,7 +213,10 @@ def prepare_append(batches, next_offset: int, log_append_time: int | None = None
     its max timestamp that time (the CRC is recomputed, as Kafka's setMaxTimestamp does). Raises
     CorruptRecordError on a structurally broken buffer, before anything is stored.
     """
-    buf = bytearray(batches)
+    if isinstance(batches, memoryview) and not batches.readonly and batches.contiguous:
+        buf = batches
+    else:
+        buf = bytearray(batches)
     end = len(buf)
     if end == 0:
         raise CorruptRecordError("no record batch to append")
