@@ -104,6 +104,13 @@ class Request:
         self.reserved = conn.frame_reserved
         conn.frame_reserved = 0
 
+    def park(self) -> None:
+        """The handler parks this request as a delayed operation (a long-poll Fetch): the
+        connection handles nothing after it until it is answered, as Kafka's network layer
+        reads one request at a time per connection, so what a connection's parked answers
+        can hold stays bounded (answers go out in request order anyway)."""
+        self.conn.parked = self
+
     def respond(self, response) -> None:
         """Encode the response (None: no response at all, e.g. Produce with acks=0) and send it
         once every earlier request on the connection has been answered."""
@@ -158,6 +165,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.out_bytes = 0
         self.batching = False  # inside buffer_updated: write once at its end
         self.pending: list[Request] = []
+        #: a request parked as a delayed operation (Request.park): nothing after it is handled
+        self.parked: Request | None = None
         self.closed = False
         #: a bad frame arrived: nothing more is read, and the connection closes once the
         #: requests before it are answered (close_after_answers)
@@ -280,9 +289,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def must_wait(self) -> bool:
         """Whether the next request has to wait before it is handled: its answers would pile up
-        (the socket does not take those before it), too many requests are in flight, or the
-        broker holds queued.max.request.bytes of requests."""
-        return (self.writing_paused or self.waiting_for_memory
+        (the socket does not take those before it), a request before it is parked, too many
+        requests are in flight, or the broker holds queued.max.request.bytes of requests."""
+        return (self.writing_paused or self.waiting_for_memory or self.parked is not None
                 or len(self.pending) >= self.max_in_flight)
 
     def _parse_frames(self) -> None:
@@ -412,6 +421,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         request.chunks = chunks
         request.answer_bytes = nbytes
         request.done = True
+        if request is self.parked:
+            self.parked = None
         if request.reserved:
             self.server.release(request.reserved)
             request.reserved = 0

@@ -233,6 +233,28 @@ async def test_requests_in_flight_are_bounded_before_they_are_handled(held_answe
     assert not transport.reading_paused
 
 
+async def test_nothing_after_a_parked_request_is_handled_until_it_is_answered(monkeypatch):
+    """A long-poll Fetch parks its request: the requests behind it wait unread, as on Kafka
+    (one request at a time per connection), so answers that pile up on a connection whose
+    parked fetches all complete at once stay bounded."""
+    held = []
+
+    def park_first(broker, ctx, req, respond):
+        if ctx.header.correlation_id == 0:
+            ctx.park()
+        held.append((ctx.header.correlation_id, respond))
+
+    monkeypatch.setattr(apis.HANDLERS[apis.API_VERSIONS_KEY], "handle", park_first)
+    broker = make_broker()
+    conn, transport = connect(broker)
+    feed(conn, transport, b"".join(api_versions(i) for i in range(3)))
+    assert [c for c, _ in held] == [0] and transport.reading_paused
+    from protocol.messages import ApiVersionsResponse
+    held.pop()[1](ApiVersionsResponse(error_code=0, api_keys=[]))
+    await turn()
+    assert [c for c, _ in held] == [1, 2] and not transport.reading_paused
+
+
 async def test_queued_max_request_bytes_holds_every_connection_at_the_limit(held_answers):
     """Like Kafka's memory pool (not strict): a request is admitted while any of
     queued.max.request.bytes is left, so one may go past it; then no connection starts a request

@@ -62,6 +62,10 @@ class Ctx:
         self.api_version = version
         self.conn = conn if conn is not None else object()
 
+    def park(self) -> None:
+        """A long-poll Fetch parks its request (broker/server.py Request.park)."""
+        self.parked = True
+
 
 @pytest.fixture
 def clock():

@@ -91,4 +91,5 @@ def handle(broker, ctx, request, respond) -> None:
         broker.metrics.fetched(responses)
         respond(FetchResponse(error_code=ErrorCode.NONE, session_id=0, responses=responses))
         return
+    ctx.park()
     broker.fetches.wait(request, respond)
