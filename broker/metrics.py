@@ -43,6 +43,8 @@ _RECORDS_COUNT_AT = 57
 _BATCH_OVERHEAD = 12                      # base offset + length fields
 #: largest body POST /faults reads
 MAX_FAULT_BODY = 1 << 20
+#: most header lines one HTTP request may send
+MAX_HEADERS = 100
 
 
 def _error_paths(response_cls) -> tuple[tuple[str, ...], ...]:
@@ -326,6 +328,13 @@ class Metrics:
         self._error_paths: dict = {}
         self.http_server = None
         self.bound = None
+        #: the web console (broker/console), served on this endpoint unless console.enable is
+        #: false
+        self.console = None
+        config = getattr(broker, "config", None)
+        if config is not None and config["console.enable"]:
+            from .console import Console
+            self.console = Console(broker)
 
     # -- hot-path hooks (cheap: cached label children)
 
@@ -441,17 +450,32 @@ class Metrics:
         try:
             line = await asyncio.wait_for(reader.readline(), 5)
             length = 0
+            headers: dict[str, str] = {}
             while True:
                 header = await asyncio.wait_for(reader.readline(), 5)
                 if header in (b"\r\n", b"\n", b""):
                     break
+                if len(headers) >= MAX_HEADERS:
+                    raise ValueError("too many headers")
                 name, _, value = header.decode("latin-1").partition(":")
-                if name.strip().lower() == "content-length":
+                name = name.strip().lower()
+                headers[name] = value.strip()
+                if name == "content-length":
                     length = int(value.strip() or 0)
             parts = line.decode("latin-1").split()
             method = parts[0] if parts else ""
-            path = parts[1].split("?")[0] if len(parts) >= 2 else ""
-            if path == "/faults" or path.startswith("/faults/"):
+            target = parts[1] if len(parts) >= 2 else ""
+            path = target.split("?")[0]
+            console = self.console
+            if console is not None and console.serves(path):
+                from .console import MAX_BODY
+                if length > MAX_BODY:
+                    status, ctype, body = "413 Payload Too Large", "text/plain", b"too large\n"
+                else:
+                    data = await asyncio.wait_for(reader.readexactly(length), 5) if length \
+                        else b""
+                    status, ctype, body = await console.handle(method, target, headers, data)
+            elif path == "/faults" or path.startswith("/faults/"):
                 if length > MAX_FAULT_BODY:
                     status, ctype, body = "413 Payload Too Large", "text/plain", b"too large\n"
                 else:
@@ -469,7 +493,8 @@ class Metrics:
             else:
                 status, ctype, body = "404 Not Found", "text/plain", b"not found\n"
             head = (f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: "
-                    f"{len(body)}\r\nConnection: close\r\n\r\n").encode()
+                    f"{len(body)}\r\nCache-Control: no-cache\r\nConnection: close\r\n"
+                    f"\r\n").encode()
             writer.write(head if method == "HEAD" else head + body)
             await writer.drain()
         except (asyncio.TimeoutError, ConnectionError, asyncio.IncompleteReadError, ValueError):
