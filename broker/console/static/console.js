@@ -277,7 +277,7 @@ function timeline(rebalances) {
         pill(r.outcome, r.outcome === "stable" ? "Stable" : r.outcome === "in progress"
           ? "PreparingRebalance" : "Empty"),
         ` generation ${r.from_generation} → ${r.generation}, ${r.duration_ms} ms`,
-        r.members === null ? "" : `, ${r.members} members`),
+        r.members === null ? "" : `, ${r.members} member${r.members === 1 ? "" : "s"}`),
       h("div", {class: "phases", title: "phases"},
         Object.entries(r.phases_ms).map(([phase, ms]) => h("div", {
           class: "phase " + phase, title: `${phase}: ${ms} ms`,
