@@ -412,3 +412,51 @@ def test_deleting_a_group_with_members_is_refused(acting):
         assert status == 409 and body["error"] == "NON_EMPTY_GROUP"
     finally:
         consumer.close()
+
+
+# ------------------------------------------------------------------ bounds
+
+def test_assets_are_package_data_of_the_wheel():
+    import pathlib
+    import tomllib
+    root = pathlib.Path(__file__).resolve().parent.parent
+    data = tomllib.loads((root / "pyproject.toml").read_text())
+    assert data["tool"]["setuptools"]["package-data"]["broker.console"] == ["static/*"]
+    assert {p.name for p in (root / "broker" / "console" / "static").iterdir()} == {
+        "index.html", "console.js", "console.css"}
+
+
+def test_lag_history_samples_at_most_once_a_second_and_is_bounded():
+    from broker.console.views import LagHistory
+    history = LagHistory(per_group=3, max_groups=2, every_ms=1000)
+    for t, lag in ((0, 5), (400, 6), (1000, 7), (2000, 8), (3000, 9)):
+        history.sample("g", t, lag)
+    assert history.of("g") == [[1000, 7], [2000, 8], [3000, 9]]   # 400 ms was too soon
+    history.sample("h", 0, 1)
+    history.sample("i", 0, 1)
+    assert history.of("g") == [] and history.of("i") == [[0, 1]]    # g looked at least recently
+
+
+def test_request_rates_are_over_the_snapshots_kept():
+    from broker.console.views import RequestRates
+    now = [100.0]
+    rates = RequestRates(clock=lambda: now[0])
+    assert rates.rates({"Fetch": 10}) == {}
+    now[0] = 102.0
+    assert rates.rates({"Fetch": 30, "Produce": 4}) == {"Fetch": 10.0, "Produce": 2.0}
+    now[0] = 102.5   # under a second since the last snapshot: none is taken
+    rates.rates({"Fetch": 40})
+    assert len(rates.snapshots) == 2
+
+
+def test_values_are_cut_at_the_shown_bound():
+    from broker.console.views import MAX_SHOWN_BYTES, render
+    big = render(b"x" * (MAX_SHOWN_BYTES + 10))
+    assert big["truncated"] and big["size"] == MAX_SHOWN_BYTES + 10
+    assert len(big["text"]) == MAX_SHOWN_BYTES
+    # a cut inside a multi-byte character still shows the text before it
+    cut = render(b"x" + "é".encode() * (MAX_SHOWN_BYTES // 2))
+    assert cut["encoding"] == "utf8" and cut["truncated"]
+    assert cut["text"] == "x" + "é" * (MAX_SHOWN_BYTES // 2 - 1)
+    assert render(b'{"a": [1, 2]}')["json"] == {"a": [1, 2]}
+    assert render(b"[not json")["encoding"] == "utf8"
