@@ -460,3 +460,16 @@ def test_values_are_cut_at_the_shown_bound():
     assert cut["text"] == "x" + "é" * (MAX_SHOWN_BYTES // 2 - 1)
     assert render(b'{"a": [1, 2]}')["json"] == {"a": [1, 2]}
     assert render(b"[not json")["encoding"] == "utf8"
+
+
+def test_a_group_whose_coordinator_is_loading_answers_503():
+    with EmbeddedBroker() as b:
+        coordinator = b.broker.coordinator
+        partition = b.call(coordinator.partition_for, "loading-group")
+        b.call(coordinator.begin_loading, partition)
+        status, body = request(b, "/api/groups/loading-group")
+        assert status == 503 and body["error"] == "COORDINATOR_LOAD_IN_PROGRESS"
+        assert get(b, "/api/groups")["loading"] == 1
+        b.call(coordinator.finish_loading, partition)
+        assert request(b, "/api/groups/loading-group")[0] == 404
+        assert get(b, "/api/groups")["loading"] == 0

@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl, unquote
 import structlog
 
 from . import actions, views
-from .views import BadRequest, NotFound
+from .views import BadRequest, Loading, NotFound
 
 log = structlog.get_logger("broker.console")
 
@@ -84,6 +84,9 @@ class Console:
             return _json("400 Bad Request", {"error": "BAD_REQUEST", "message": str(exc)})
         except NotFound as exc:
             return _json("404 Not Found", {"error": "NOT_FOUND", "message": str(exc)})
+        except Loading as exc:
+            return _json("503 Service Unavailable", {"error": "COORDINATOR_LOAD_IN_PROGRESS",
+                                                     "message": str(exc)})
         except actions.ActionError as exc:
             return _json(exc.status, exc.to_dict())
 

@@ -67,6 +67,11 @@ class NotFound(LookupError):
     """A topic or group that does not exist: answered 404."""
 
 
+class Loading(RuntimeError):
+    """The group's coordinator shard is still replaying its partition of __consumer_offsets:
+    answered 503, as the Kafka APIs answer COORDINATOR_LOAD_IN_PROGRESS."""
+
+
 # ------------------------------------------------------------------ parameters
 
 def int_param(query: dict, name: str, default: int | None = None, low: int | None = None,
@@ -335,6 +340,8 @@ def _lag(group, ends: dict) -> int:
 
 
 def group_list(broker, query: dict, lag_history: "LagHistory") -> dict:
+    """Groups of the loaded coordinator shards; ``loading`` counts the shards not loaded yet
+    (their groups are missing from the list until they are)."""
     text = query.get("filter", "")
     state = query.get("state", "").lower()
     kind = query.get("type", "").lower()
@@ -348,6 +355,7 @@ def group_list(broker, query: dict, lag_history: "LagHistory") -> dict:
         chosen.append(group)
     chosen.sort(key=lambda g: g.group_id)
     result = page(chosen, query)
+    result["loading"] = len(broker.coordinator.shards_loading)
     ends = _ends(broker) if result["items"] else {}
     now = broker.clock()
     result["items"] = [_group_summary(g, ends, now, lag_history) for g in result["items"]]
@@ -367,6 +375,9 @@ def _group_summary(group, ends: dict, now: int, lag_history: "LagHistory") -> di
 
 def group_detail(broker, group_id: str, lag_history: "LagHistory") -> dict:
     shard = broker.coordinator.shard_for(group_id)
+    if shard.loading:
+        raise Loading(f"the coordinator of group {group_id} is loading (partition "
+                      f"{shard.partition} of __consumer_offsets)")
     group = shard.groups.get(group_id)
     if group is None or group.state.value == "Dead":
         raise NotFound(f"Group {group_id} not found.")

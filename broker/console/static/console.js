@@ -235,7 +235,9 @@ function groupsView(root) {
   return async () => {
     const result = await api(`groups?filter=${enc(filter.value)}&state=${state.value}` +
                              `&type=${type.value}&offset=${offset}&limit=${PAGE}`);
-    fill(list, table("groups-table", ["Group", "Type", "State", "Members ", "Generation ", "Lag "],
+    fill(list, result.loading ? h("p", {class: "muted"}, `${result.loading} coordinator ` +
+      "shards are still loading: their groups appear once loaded") : null,
+      table("groups-table", ["Group", "Type", "State", "Members ", "Generation ", "Lag "],
       result.items.map(g => h("tr", {"data-group": g.group_id},
         h("td", {}, h("a", {href: "#/groups/" + enc(g.group_id)}, g.group_id)),
         h("td", {}, g.type), h("td", {}, pill(g.state)), num(g.members), num(g.generation),
