@@ -203,10 +203,19 @@ def test_transaction_markers_and_aborted_records_are_marked(broker):
     producer.produce(topic, value=b"dropped")
     assert producer.flush(30) == 0   # appended before the abort, so it is in the log
     producer.abort_transaction(30)
+    # a transaction left open, then a plain record after it
+    producer.begin_transaction()
+    producer.produce(topic, value=b"pending")
+    assert producer.flush(30) == 0
+    produce(broker, topic, [{"value": b"plain"}])
     page = get(broker, f"/api/topics/{topic}/messages?from=beginning")["messages"]
     assert [(m.get("transaction"), m.get("control")) for m in page] == [
-        ("committed", None), (None, "COMMIT"), ("aborted", None), (None, "ABORT")]
-    assert page[2]["value"]["text"] == "dropped"
+        ("committed", None), (None, "COMMIT"), ("aborted", None), (None, "ABORT"),
+        ("open", None), (None, None)]
+    assert page[2]["value"]["text"] == "dropped" and page[4]["value"]["text"] == "pending"
+    detail = get(broker, f"/api/topics/{topic}")["partitions"][0]
+    assert (detail["last_stable_offset"], detail["end_offset"]) == (4, 6)
+    producer.abort_transaction(30)
 
 
 # ------------------------------------------------------------------ groups

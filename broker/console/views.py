@@ -241,8 +241,9 @@ def messages(broker, name: str, query: dict) -> dict:
 def _read(partition, first: int, limit: int, budget: list) -> list:
     plog = partition.log
     end = plog.log_end_offset
-    stable = plog.last_stable_offset
     aborted = list(plog.txn_index)
+    # each producer's ongoing transaction starts at this offset (ProducerStateTable.ongoing)
+    open_from = {pid: first for first, pid in partition.producers.ongoing.items()}
     out: list = []
     offset = first
     while offset < end and len(out) < limit and budget[0] > 0:
@@ -260,7 +261,7 @@ def _read(partition, first: int, limit: int, budget: list) -> list:
                 if batch.last_offset < offset:
                     continue
                 out.extend(_batch_records(partition.index, batch, offset, limit - len(out),
-                                          aborted, stable))
+                                          aborted, open_from))
                 if len(out) >= limit:
                     break
         except CorruptRecordError as exc:
@@ -274,11 +275,15 @@ def _read(partition, first: int, limit: int, budget: list) -> list:
 
 
 def _batch_records(index: int, batch, first: int, room: int, aborted: list,
-                   stable: int) -> list:
+                   open_from: dict) -> list:
+    """The batch's records from offset ``first``; a transactional batch's records say whether
+    their transaction is open, aborted (the partition's aborted-transaction index names it) or
+    committed."""
     out = []
     state = None
     if batch.is_transactional and not batch.is_control:
-        if batch.base_offset >= stable:
+        started = open_from.get(batch.producer_id)
+        if started is not None and batch.base_offset >= started:
             state = "open"
         else:
             pid = batch.producer_id
