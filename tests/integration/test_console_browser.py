@@ -177,3 +177,16 @@ def test_console_shows_topic_messages_group_lag_rebalances_and_resets_offsets(br
     finally:
         again.close()
     assert sorted(read) == sorted((p, o) for p in (0, 1) for o in range(10))
+
+
+def test_broker_page_shows_listeners_settings_and_requests(broker, browser):
+    browser.get(broker.console + "#/broker")
+    wait_until(lambda: count(browser, "#apis-table tbody tr") > 0, WAIT_S,
+               message="the requests table")
+    # set to 0 for this broker: differs from Kafka's 3000, so the row is highlighted
+    row = browser.find_element("css selector",
+                               'tr[data-setting="group.initial.rebalance.delay.ms"]')
+    assert "differs" in row.get_attribute("class") and "3000" in row.text
+    assert "PLAINTEXT" in text_of(browser, "#listeners-table")
+    assert "ApiVersions" in text_of(browser, "#apis-table")
+    shot(browser, "5-broker")
