@@ -482,3 +482,26 @@ def test_a_group_whose_coordinator_is_loading_answers_503():
         b.call(coordinator.finish_loading, partition)
         assert request(b, "/api/groups/loading-group")[0] == 404
         assert get(b, "/api/groups")["loading"] == 0
+
+
+def test_reset_offsets_of_an_empty_consumer_protocol_group(acting):
+    topic, group = unique("kip848-reset"), unique("kip848-reset")
+    create(acting, topic, 2)
+    produce(acting, topic, [{"value": b"m", "partition": i % 2} for i in range(6)])
+    consumer, _ = consume(acting, group, topic, 6, **{"group.protocol": "consumer"})
+    consumer.commit(asynchronous=False)
+    status, body = request(acting, f"/api/groups/{group}/reset-offsets", "POST",
+                           {"to": "earliest"})
+    assert status == 409 and body["error"] in ("UNKNOWN_MEMBER_ID", "STALE_MEMBER_EPOCH")
+    consumer.close()
+    wait_until(lambda: get(acting, f"/api/groups/{group}")["state"] == "Empty", 30)
+    status, body = request(acting, f"/api/groups/{group}/reset-offsets", "POST",
+                           {"to": "earliest", "topic": topic})
+    assert status == 200, body
+    offsets = {o["partition"]: o["committed"] for o in get(acting, f"/api/groups/{group}")["offsets"]}
+    assert offsets == {0: 0, 1: 0}
+    # a consumer of the group reads everything again
+    again, got = consume(acting, group, topic, 6, **{"group.protocol": "consumer"})
+    again.close()
+    assert sorted((m.partition(), m.offset()) for m in got) == [(p, o) for p in (0, 1)
+                                                                for o in range(3)]
