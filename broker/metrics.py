@@ -45,6 +45,11 @@ _BATCH_OVERHEAD = 12                      # base offset + length fields
 MAX_FAULT_BODY = 1 << 20
 #: most header lines one HTTP request may send
 MAX_HEADERS = 100
+#: seconds a client has to send a request's line, headers and body, all together
+HTTP_READ_TIMEOUT_S = 10
+#: HTTP connections served at once (scrapes, the console's polls and actions); more are
+#: answered 503 at once
+MAX_HTTP_CONNECTIONS = 64
 
 
 def _error_paths(response_cls) -> tuple[tuple[str, ...], ...]:
@@ -328,6 +333,7 @@ class Metrics:
         self._error_paths: dict = {}
         self.http_server = None
         self.bound = None
+        self.http_open = 0
         #: the web console (broker/console), served on this endpoint unless console.enable is
         #: false
         self.console = None
@@ -447,12 +453,30 @@ class Metrics:
             self.http_server = None
 
     async def _http(self, reader, writer) -> None:
+        if self.http_open >= MAX_HTTP_CONNECTIONS:
+            writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                         b"Content-Length: 5\r\nConnection: close\r\n\r\nbusy\n")
+            writer.close()
+            return
+        self.http_open += 1
         try:
-            line = await asyncio.wait_for(reader.readline(), 5)
+            await self._http_request(reader, writer)
+        finally:
+            self.http_open -= 1
+
+    async def _http_request(self, reader, writer) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + HTTP_READ_TIMEOUT_S
+
+        def left() -> float:
+            return max(deadline - loop.time(), 0.001)
+
+        try:
+            line = await asyncio.wait_for(reader.readline(), left())
             length = 0
             headers: dict[str, str] = {}
             while True:
-                header = await asyncio.wait_for(reader.readline(), 5)
+                header = await asyncio.wait_for(reader.readline(), left())
                 if header in (b"\r\n", b"\n", b""):
                     break
                 if len(headers) >= MAX_HEADERS:
@@ -472,15 +496,15 @@ class Metrics:
                 if length > MAX_BODY:
                     status, ctype, body = "413 Payload Too Large", "text/plain", b"too large\n"
                 else:
-                    data = await asyncio.wait_for(reader.readexactly(length), 5) if length \
-                        else b""
+                    data = await asyncio.wait_for(reader.readexactly(length), left()) \
+                        if length else b""
                     status, ctype, body = await console.handle(method, target, headers, data)
             elif path == "/faults" or path.startswith("/faults/"):
                 if length > MAX_FAULT_BODY:
                     status, ctype, body = "413 Payload Too Large", "text/plain", b"too large\n"
                 else:
-                    data = await asyncio.wait_for(reader.readexactly(length), 5) if length \
-                        else b""
+                    data = await asyncio.wait_for(reader.readexactly(length), left()) \
+                        if length else b""
                     status, ctype, body = self._faults_http(method, path, data)
             elif path == "/metrics":
                 status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.registry)

@@ -505,3 +505,33 @@ def test_reset_offsets_of_an_empty_consumer_protocol_group(acting):
     again.close()
     assert sorted((m.partition(), m.offset()) for m in got) == [(p, o) for p in (0, 1)
                                                                 for o in range(3)]
+
+
+def test_one_message_answer_shows_a_bounded_number_of_bytes(broker, monkeypatch):
+    from broker.console import views
+    monkeypatch.setattr(views, "MAX_SHOWN_TOTAL", 3000)
+    topic = unique("big")
+    create(broker, topic)
+    produce(broker, topic, [{"value": bytes([65 + i]) * 1000} for i in range(5)])
+    page = get(broker, f"/api/topics/{topic}/messages?from=beginning")["messages"]
+    sizes = [len(m["value"]["text"]) for m in page]
+    # three whole values spend the budget; the rest are cut to SHOWN_WHEN_SPENT bytes
+    assert sizes == [1000, 1000, 1000, 256, 256]
+    assert all(m["value"]["size"] == 1000 for m in page)
+    assert [m["value"].get("truncated", False) for m in page] == [False] * 3 + [True] * 2
+
+
+def test_http_connections_beyond_the_bound_are_answered_busy(broker, monkeypatch):
+    import socket
+    from broker import metrics
+    monkeypatch.setattr(metrics, "MAX_HTTP_CONNECTIONS", 2)
+    host, port = broker.broker.metrics.bound
+    idle = [socket.create_connection((host, port)) for _ in range(2)]
+    try:
+        wait_until(lambda: broker.broker.metrics.http_open == 2, 10)
+        status, body = request(broker, "/api/overview")
+        assert status == 503 and body == b"busy\n"
+    finally:
+        for s in idle:
+            s.close()
+    wait_until(lambda: request(broker, "/api/overview")[0] == 200, 10)

@@ -28,6 +28,10 @@ MAX_MESSAGES = 500
 MAX_SCAN_BYTES = 8 << 20
 #: most bytes of a key, value or header value shown; longer ones are cut and say so
 MAX_SHOWN_BYTES = 64 << 10
+#: most bytes of keys, values and headers one message-browser answer shows in all; past it,
+#: each is cut to SHOWN_WHEN_SPENT bytes
+MAX_SHOWN_TOTAL = 4 << 20
+SHOWN_WHEN_SPENT = 256
 #: the largest a compressed batch may expand to while the console reads it
 MAX_DECOMPRESSED = 64 << 20
 #: lag samples kept per group, groups sampled at once (least recently looked at goes first),
@@ -104,15 +108,21 @@ def _matches(name: str, text: str) -> bool:
 
 # ------------------------------------------------------------------ rendering bytes
 
-def render(data) -> dict | None:
+def render(data, budget: list | None = None) -> dict | None:
     """A key, value or header value as a person reads it: JSON when it is a JSON object or
     array, UTF-8 text when it decodes to printable text, hex otherwise; None for a null. At
-    most MAX_SHOWN_BYTES are shown."""
+    most MAX_SHOWN_BYTES are shown, and what is shown is taken from ``budget`` ([bytes left]
+    for the whole answer; once spent, SHOWN_WHEN_SPENT bytes each)."""
     if data is None:
         return None
     raw = bytes(data)
-    cut = len(raw) > MAX_SHOWN_BYTES
-    shown = raw[:MAX_SHOWN_BYTES]
+    most = MAX_SHOWN_BYTES
+    if budget is not None:
+        most = max(min(most, budget[0]), SHOWN_WHEN_SPENT)
+    cut = len(raw) > most
+    shown = raw[:most]
+    if budget is not None:
+        budget[0] -= len(shown)
     out: dict = {"size": len(raw)}
     if cut:
         out["truncated"] = True
@@ -214,6 +224,7 @@ def messages(broker, name: str, query: dict) -> dict:
     chosen = [topic.partitions[partition]] if partition is not None else topic.partitions
     out = []
     budget = [MAX_SCAN_BYTES]
+    shown = [MAX_SHOWN_TOTAL]
     for p in chosen:
         plog = p.log
         start, end = plog.log_start_offset, plog.log_end_offset
@@ -226,7 +237,7 @@ def messages(broker, name: str, query: dict) -> dict:
             first = min(max(offset, start), end)
         else:
             first = start
-        out.extend(_read(p, first, limit, budget))
+        out.extend(_read(p, first, limit, budget, shown))
     if len(chosen) > 1:
         key = (lambda r: (r["timestamp"], r["partition"], r["offset"])) if where != "end" \
             else (lambda r: (-r["timestamp"], r["partition"], -r["offset"]))
@@ -238,7 +249,7 @@ def messages(broker, name: str, query: dict) -> dict:
             "messages": out, "truncated_scan": budget[0] <= 0}
 
 
-def _read(partition, first: int, limit: int, budget: list) -> list:
+def _read(partition, first: int, limit: int, budget: list, shown: list) -> list:
     plog = partition.log
     end = plog.log_end_offset
     aborted = list(plog.txn_index)
@@ -261,7 +272,7 @@ def _read(partition, first: int, limit: int, budget: list) -> list:
                 if batch.last_offset < offset:
                     continue
                 out.extend(_batch_records(partition.index, batch, offset, limit - len(out),
-                                          aborted, open_from))
+                                          aborted, open_from, shown))
                 if len(out) >= limit:
                     break
         except CorruptRecordError as exc:
@@ -275,7 +286,7 @@ def _read(partition, first: int, limit: int, budget: list) -> list:
 
 
 def _batch_records(index: int, batch, first: int, room: int, aborted: list,
-                   open_from: dict) -> list:
+                   open_from: dict, shown: list) -> list:
     """The batch's records from offset ``first``; a transactional batch's records say whether
     their transaction is open, aborted (the partition's aborted-transaction index names it) or
     committed."""
@@ -299,8 +310,8 @@ def _batch_records(index: int, batch, first: int, room: int, aborted: list,
             continue
         entry = {"partition": index, "offset": record.offset, "timestamp": record.timestamp,
                  "timestamp_type": "LogAppendTime" if batch.timestamp_type else "CreateTime",
-                 "key": render(record.key), "value": render(record.value),
-                 "headers": [{"key": k, "value": render(v)} for k, v in record.headers]}
+                 "key": render(record.key, shown), "value": render(record.value, shown),
+                 "headers": [{"key": k, "value": render(v, shown)} for k, v in record.headers]}
         if batch.producer_id >= 0:
             entry["producer_id"] = batch.producer_id
         if batch.is_control:
