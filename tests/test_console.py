@@ -139,7 +139,8 @@ def test_topic_detail_has_partition_offsets_size_and_configs(broker):
     configs = {c["name"]: c for c in detail["configs"]}
     assert configs["retention.ms"] == {"name": "retention.ms", "value": "60000",
                                        "is_default": False}
-    assert configs["cleanup.policy"]["is_default"] and configs["cleanup.policy"]["value"] == "delete"
+    assert configs["cleanup.policy"]["is_default"]
+    assert configs["cleanup.policy"]["value"] == "delete"
     assert request(broker, "/api/topics/no-such-topic")[0] == 404
 
 
@@ -390,7 +391,8 @@ def test_reset_offsets_to_earliest_latest_and_a_time_then_delete_the_group(actin
     consumer.close()
 
     def committed():
-        return {o["partition"]: o["committed"] for o in get(acting, f"/api/groups/{group}")["offsets"]}
+        offsets = get(acting, f"/api/groups/{group}")["offsets"]
+        return {o["partition"]: o["committed"] for o in offsets}
 
     assert committed() == {0: 10}
     status, body = request(acting, f"/api/groups/{group}/reset-offsets", "POST",
@@ -498,7 +500,8 @@ def test_reset_offsets_of_an_empty_consumer_protocol_group(acting):
     status, body = request(acting, f"/api/groups/{group}/reset-offsets", "POST",
                            {"to": "earliest", "topic": topic})
     assert status == 200, body
-    offsets = {o["partition"]: o["committed"] for o in get(acting, f"/api/groups/{group}")["offsets"]}
+    offsets = {o["partition"]: o["committed"]
+               for o in get(acting, f"/api/groups/{group}")["offsets"]}
     assert offsets == {0: 0, 1: 0}
     # a consumer of the group reads everything again
     again, got = consume(acting, group, topic, 6, **{"group.protocol": "consumer"})
