@@ -1,6 +1,6 @@
 """Prometheus metrics for the broker, on a registry of its own (several brokers per process in
 tests), served over HTTP with /metrics, /health and /ready on ``metrics.port`` (default 9404;
-0 turns the endpoint off).
+0 turns the endpoint off), which also serves /faults and the web console (broker/console) at /.
 
 Two kinds of series:
 
