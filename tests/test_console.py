@@ -328,6 +328,16 @@ def test_actions_refuse_other_origins_and_non_json(acting):
     status, body = request(acting, "/api/topics", "POST", {"name": unique("x")},
                            headers={"Origin": "http://evil.example"})
     assert status == 403 and body["error"] == "CROSS_ORIGIN"
+    # a name that is not this endpoint's address (DNS rebinding) may not act
+    port = acting.broker.metrics.bound[1]
+    status, body = request(acting, "/api/topics", "POST", {"name": unique("x")},
+                           headers={"Host": f"rebound.example:{port}",
+                                    "Origin": f"http://rebound.example:{port}"})
+    assert status == 403 and body["error"] == "UNTRUSTED_HOST"
+    for host in (f"localhost:{port}", f"[::1]:{port}"):
+        status, body = request(acting, "/api/topics", "POST", {"name": 5},
+                               headers={"Host": host})
+        assert status == 400 and body["message"] == "name must be a string"
     status, body = request(acting, "/api/topics", "POST", {"name": unique("x")},
                            headers={"Content-Type": "text/plain"})
     assert status == 400 and "application/json" in body["message"]

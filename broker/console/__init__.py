@@ -20,6 +20,7 @@ DELETE /api/groups/<group>
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 from importlib import resources
 from urllib.parse import parse_qsl, unquote
@@ -116,13 +117,36 @@ class Console:
 
     # -- actions
 
+    def _direct(self, host: str) -> bool:
+        """Whether the Host header names this endpoint directly (an address, localhost or
+        metrics.host) rather than by a name someone else's DNS controls."""
+        if host.startswith("["):  # [IPv6 address]:port
+            name = host[1:].partition("]")[0]
+        else:
+            name = host.rpartition(":")[0] if ":" in host else host
+        if name in ("localhost", self.broker.config["metrics.host"]):
+            return True
+        try:
+            ipaddress.ip_address(name)
+        except ValueError:
+            return False
+        return True
+
     async def _act(self, method: str, parts: list, headers: dict, body: bytes) -> Answer:
         if not self.actions_enabled:
             return _json("403 Forbidden", {
                 "error": "ACTIONS_DISABLED",
                 "message": "the console is read-only: set console.actions.enable=true"})
+        host = headers.get("host", "")
+        if not self._direct(host):
+            # a name that resolves to this machine only by DNS rebinding would let another
+            # site's page act: actions are taken only at an address, localhost or metrics.host
+            return _json("403 Forbidden", {
+                "error": "UNTRUSTED_HOST",
+                "message": f"actions are refused when the console is reached as {host!r}: "
+                           "use its address, localhost or metrics.host"})
         origin = headers.get("origin")
-        if origin is not None and origin.split("://", 1)[-1] != headers.get("host"):
+        if origin is not None and origin.split("://", 1)[-1] != host:
             # a page of another site may not act through a browser that can reach the console
             return _json("403 Forbidden", {"error": "CROSS_ORIGIN",
                                            "message": f"requests from {origin} are refused"})
