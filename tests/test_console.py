@@ -453,6 +453,14 @@ def test_lag_history_samples_at_most_once_a_second_and_is_bounded():
     for t, lag in ((0, 5), (400, 6), (1000, 7), (2000, 8), (3000, 9)):
         history.sample("g", t, lag)
     assert history.of("g") == [[1000, 7], [2000, 8], [3000, 9]]   # 400 ms was too soon
+    # looks within the second replace the newest sample, so the chart ends at the lag shown
+    history.sample("g", 3200, 10)
+    assert history.of("g") == [[2000, 8], [3000, 9], [3200, 10]]
+    history.sample("g", 3500, 11)
+    assert history.of("g") == [[2000, 8], [3000, 9], [3500, 11]]
+    history.sample("g", 4100, 12)   # a second after 3000: the sample stays
+    history.sample("g", 4200, 13)
+    assert history.of("g") == [[3000, 9], [4100, 12], [4200, 13]]
     history.sample("h", 0, 1)
     history.sample("i", 0, 1)
     assert history.of("g") == [] and history.of("i") == [[0, 1]]    # g looked at least recently

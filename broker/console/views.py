@@ -486,31 +486,38 @@ def _consumer_member(broker, member) -> dict:
 
 
 class LagHistory:
-    """Each group's total lag over time, sampled when the console looks at the group (at most
-    once a second), so a chart shows how lag moved while someone watched. Bounded: LAG_SAMPLES
-    per group, LAG_GROUPS groups."""
+    """Each group's total lag over time, sampled when the console looks at the group, so a
+    chart shows how lag moved while someone watched. One sample a second at most is kept; the
+    newest look replaces the last sample until a second has passed, so the chart ends at the
+    lag the page shows. Bounded: LAG_SAMPLES per group, LAG_GROUPS groups."""
 
     def __init__(self, per_group: int = LAG_SAMPLES, max_groups: int = LAG_GROUPS,
                  every_ms: int = LAG_SAMPLE_MS) -> None:
         self.per_group = per_group
         self.max_groups = max_groups
         self.every_ms = every_ms
-        self.groups: OrderedDict[str, deque] = OrderedDict()
+        #: group id -> [samples (time, lag), time of the last sample kept for good]
+        self.groups: OrderedDict[str, list] = OrderedDict()
 
     def sample(self, group_id: str, now: int, lag: int) -> None:
-        samples = self.groups.get(group_id)
-        if samples is None:
-            samples = self.groups[group_id] = deque(maxlen=self.per_group)
+        entry = self.groups.get(group_id)
+        if entry is None:
+            entry = self.groups[group_id] = [deque(maxlen=self.per_group), None]
             if len(self.groups) > self.max_groups:
                 self.groups.popitem(last=False)
         else:
             self.groups.move_to_end(group_id)
-        if samples and now - samples[-1][0] < self.every_ms:
-            return
-        samples.append((now, lag))
+        samples, kept = entry
+        if samples and samples[-1][0] != kept:   # the last one is provisional: replace it
+            samples[-1] = (now, lag)
+        else:
+            samples.append((now, lag))
+        if kept is None or now - kept >= self.every_ms:
+            entry[1] = now
 
     def of(self, group_id: str) -> list:
-        return [list(s) for s in self.groups.get(group_id, ())]
+        entry = self.groups.get(group_id)
+        return [list(s) for s in entry[0]] if entry is not None else []
 
 
 # ------------------------------------------------------------------ broker
