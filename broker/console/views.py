@@ -254,7 +254,7 @@ def _read(partition, first: int, limit: int, budget: list, shown: list) -> list:
     end = plog.log_end_offset
     aborted = list(plog.txn_index)
     # each producer's ongoing transaction starts at this offset (ProducerStateTable.ongoing)
-    open_from = {pid: first for first, pid in partition.producers.ongoing.items()}
+    open_from = {pid: began for began, pid in partition.producers.ongoing.items()}
     out: list = []
     offset = first
     while offset < end and len(out) < limit and budget[0] > 0:
