@@ -123,11 +123,10 @@ class _GroupHistory:
 class RebalanceHistory:
     """Recent rebalances of every group; the console reads :meth:`of`."""
 
-    def __init__(self, clock=None, per_group: int = DEFAULT_PER_GROUP,
+    def __init__(self, per_group: int = DEFAULT_PER_GROUP,
                  max_groups: int = DEFAULT_MAX_GROUPS) -> None:
         if per_group < 1 or max_groups < 1:
             raise ValueError("per_group and max_groups must be at least 1")
-        self.clock = clock
         self.per_group = per_group
         self.max_groups = max_groups
         self.groups: OrderedDict[str, _GroupHistory] = OrderedDict()
@@ -207,8 +206,8 @@ class RebalanceHistory:
 
     def ended(self, group_id: str, now: int, outcome: str, members: int | None = None,
               generation: int | None = None) -> None:
-        """The open rebalance ends: "stable", "empty" (no member rejoined), "interrupted" or
-        "failed"."""
+        """The open rebalance ends: "stable", or "empty" (no member is left). (One that a new
+        rebalance supersedes ends "interrupted", in :meth:`started`.)"""
         history = self.groups.get(group_id)
         if history is None or history.current is None:
             return
