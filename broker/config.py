@@ -213,6 +213,11 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "transaction before appending transactional batches (KIP-890)."),
     Setting("metrics.port", int, 9404, "HTTP port for /metrics, /health and /ready (0 = off)."),
     Setting("metrics.host", _str, "127.0.0.1", "Address the metrics endpoint binds."),
+    Setting("console.enable", _bool, True,
+            "Serve the web console (broker/console) at / on the metrics endpoint."),
+    Setting("console.actions.enable", _bool, False,
+            "Let the console act (produce a test message, reset a group's offsets, delete a "
+            "group, create or delete a topic); read-only when false."),
     Setting("log.format", _str, "auto", "auto (console on a terminal, JSON otherwise), console or json."),
     Setting("log.level", _str, "info", "debug, info, warning or error."),
 ]}

@@ -1,6 +1,6 @@
 """Prometheus metrics for the broker, on a registry of its own (several brokers per process in
 tests), served over HTTP with /metrics, /health and /ready on ``metrics.port`` (default 9404;
-0 turns the endpoint off).
+0 turns the endpoint off), which also serves /faults and the web console (broker/console) at /.
 
 Two kinds of series:
 
@@ -43,6 +43,13 @@ _RECORDS_COUNT_AT = 57
 _BATCH_OVERHEAD = 12                      # base offset + length fields
 #: largest body POST /faults reads
 MAX_FAULT_BODY = 1 << 20
+#: most header lines one HTTP request may send
+MAX_HEADERS = 100
+#: seconds a client has to send a request's line, headers and body, all together
+HTTP_READ_TIMEOUT_S = 10
+#: HTTP connections served at once (scrapes, the console's polls and actions); more are
+#: answered 503 at once
+MAX_HTTP_CONNECTIONS = 64
 
 
 def _error_paths(response_cls) -> tuple[tuple[str, ...], ...]:
@@ -326,6 +333,14 @@ class Metrics:
         self._error_paths: dict = {}
         self.http_server = None
         self.bound = None
+        self.http_open = 0
+        #: the web console (broker/console), served on this endpoint unless console.enable is
+        #: false
+        self.console = None
+        config = getattr(broker, "config", None)
+        if config is not None and config["console.enable"]:
+            from .console import Console
+            self.console = Console(broker)
 
     # -- hot-path hooks (cheap: cached label children)
 
@@ -438,25 +453,58 @@ class Metrics:
             self.http_server = None
 
     async def _http(self, reader, writer) -> None:
+        if self.http_open >= MAX_HTTP_CONNECTIONS:
+            writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                         b"Content-Length: 5\r\nConnection: close\r\n\r\nbusy\n")
+            writer.close()
+            return
+        self.http_open += 1
         try:
-            line = await asyncio.wait_for(reader.readline(), 5)
+            await self._http_request(reader, writer)
+        finally:
+            self.http_open -= 1
+
+    async def _http_request(self, reader, writer) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + HTTP_READ_TIMEOUT_S
+
+        def left() -> float:
+            return max(deadline - loop.time(), 0.001)
+
+        try:
+            line = await asyncio.wait_for(reader.readline(), left())
             length = 0
+            headers: dict[str, str] = {}
             while True:
-                header = await asyncio.wait_for(reader.readline(), 5)
+                header = await asyncio.wait_for(reader.readline(), left())
                 if header in (b"\r\n", b"\n", b""):
                     break
+                if len(headers) >= MAX_HEADERS:
+                    raise ValueError("too many headers")
                 name, _, value = header.decode("latin-1").partition(":")
-                if name.strip().lower() == "content-length":
+                name = name.strip().lower()
+                headers[name] = value.strip()
+                if name == "content-length":
                     length = int(value.strip() or 0)
             parts = line.decode("latin-1").split()
             method = parts[0] if parts else ""
-            path = parts[1].split("?")[0] if len(parts) >= 2 else ""
-            if path == "/faults" or path.startswith("/faults/"):
+            target = parts[1] if len(parts) >= 2 else ""
+            path = target.split("?")[0]
+            console = self.console
+            if console is not None and console.serves(path):
+                from .console import MAX_BODY
+                if length > MAX_BODY:
+                    status, ctype, body = "413 Payload Too Large", "text/plain", b"too large\n"
+                else:
+                    data = await asyncio.wait_for(reader.readexactly(length), left()) \
+                        if length else b""
+                    status, ctype, body = await console.handle(method, target, headers, data)
+            elif path == "/faults" or path.startswith("/faults/"):
                 if length > MAX_FAULT_BODY:
                     status, ctype, body = "413 Payload Too Large", "text/plain", b"too large\n"
                 else:
-                    data = await asyncio.wait_for(reader.readexactly(length), 5) if length \
-                        else b""
+                    data = await asyncio.wait_for(reader.readexactly(length), left()) \
+                        if length else b""
                     status, ctype, body = self._faults_http(method, path, data)
             elif path == "/metrics":
                 status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.registry)
@@ -469,7 +517,8 @@ class Metrics:
             else:
                 status, ctype, body = "404 Not Found", "text/plain", b"not found\n"
             head = (f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: "
-                    f"{len(body)}\r\nConnection: close\r\n\r\n").encode()
+                    f"{len(body)}\r\nCache-Control: no-cache\r\nConnection: close\r\n"
+                    f"\r\n").encode()
             writer.write(head if method == "HEAD" else head + body)
             await writer.drain()
         except (asyncio.TimeoutError, ConnectionError, asyncio.IncompleteReadError, ValueError):

@@ -12,6 +12,10 @@ command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+# Debian's Chromium and its matching chromedriver: the web console's browser test
+# (tests/integration/test_console_browser.py drives them with Selenium, no driver download)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 if [ ${#missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq

@@ -30,6 +30,7 @@ from .consumer import records as crec
 from .consumer.group import ConsumerGroup
 from .consumer.manager import ConsumerGroupManager
 from .group import DEAD, EMPTY, GroupMetadata
+from .history import RebalanceHistory
 from .offsets import OffsetMetadataManager
 from .records import append_error
 from .runtime import NO_PRODUCER_ID, CoordinatorShard
@@ -53,6 +54,8 @@ class Stats:
         self.consumer_group_rebalances_total = 0  # consumer-group epoch bumps
         #: called with the rebalance's duration in ms when a group becomes Stable (metrics)
         self.on_group_stable: Callable[[int], None] | None = None
+        #: each group's recent rebalances, noted by the state machines (history.py)
+        self.history = RebalanceHistory()
 
     def group_stable(self, group: GroupMetadata, now: int) -> None:
         started = group.rebalance_started_ms
@@ -200,6 +203,7 @@ class GroupCoordinatorShard(CoordinatorShard):
                         group.state = EMPTY  # not deleted after all
                 else:
                     self.stats.groups_deleted_total += 1
+                    self.stats.history.forget(group.group_id)
                     log.info("group deleted", group=group.group_id, partition=self.partition)
             done(results)
 

@@ -203,3 +203,25 @@ def test_a_bad_ini_setting_is_a_usage_error(env):
     assert result.returncode != 0
     assert "is not name=value" in result.stdout + result.stderr
 
+
+
+def test_console_assets_are_served_from_the_installed_package(env):
+    """The web console's page, script and stylesheet are package data (pyproject.toml): an
+    installed (not editable) kbroker serves them."""
+    _base, python = env
+    script = (
+        "import urllib.request\n"
+        "from broker.testing.embedded import EmbeddedBroker\n"
+        "with EmbeddedBroker() as b:\n"
+        "    for path in ('/', '/console.js', '/console.css'):\n"
+        "        with urllib.request.urlopen(b.metrics_url + path) as r:\n"
+        "            print('asset', path, r.status, len(r.read()))\n")
+    env_vars = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "PYTHON"))}
+    result = subprocess.run([python, "-c", script], cwd=str(_base), env=env_vars,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [line.split()[1:] for line in result.stdout.splitlines()
+             if line.startswith("asset ")]  # the broker logs on stdout too
+    assert [(path, status) for path, status, _size in lines] == [
+        ("/", "200"), ("/console.js", "200"), ("/console.css", "200")]
+    assert all(int(size) > 500 for _path, _status, size in lines)

@@ -19,6 +19,7 @@ from protocol.errors import ErrorCode
 from .. import records as rec
 from ..group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
                      UNKNOWN_MEMBER_ID, GroupMetadata, MemberMetadata)
+from ..history import classic_cause
 from ..records import append_error
 from .delayed import (DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayedJoin, join_key,
                       sync_key)
@@ -206,6 +207,7 @@ class ClassicGroupManager:
     def expire_member(self, group: GroupMetadata, member: MemberMetadata, why: str) -> None:
         """Remove a member as its session timeout does (also for injected faults)."""
         self.stats.expired_members_total += 1
+        self.stats.history.member_left(group.group_id, member.member_id, "expired")
         log.info("member expired", group=group.group_id, member=member.member_id,
                  group_instance_id=member.group_instance_id, client_id=member.client_id,
                  session_timeout_ms=member.session_timeout_ms, state=group.state.value,
@@ -243,6 +245,8 @@ class ClassicGroupManager:
         group.rebalance_started_ms = now
         group.rebalance_reason = reason
         self.stats.rebalances_started_total += 1
+        self.stats.history.started(group.group_id, now, reason, classic_cause(reason),
+                                   group.generation_id, "join")
         log.info("rebalance started", group=group.group_id, reason=reason,
                  previous_state=previous.value, generation=group.generation_id,
                  members=len(group.members), partition=self.partition)
@@ -260,6 +264,7 @@ class ClassicGroupManager:
             self._cancel_member_timers(member)
             group.remove(member.member_id)
             self.stats.removed_members_total += 1
+            self.stats.history.member_left(group.group_id, member.member_id, "did not rejoin")
         if failed:
             log.info("removed members that did not rejoin", group=group.group_id,
                      members=[mm.member_id for mm in failed])
@@ -275,6 +280,7 @@ class ClassicGroupManager:
         started = group.rebalance_started_ms
         duration = now - started if started is not None else None
         if group.state is EMPTY:
+            self.stats.history.ended(group.group_id, now, "empty", 0, group.generation_id)
             log.info("group is now empty", group=group.group_id, generation=group.generation_id,
                      partition=self.partition)
 
@@ -286,6 +292,7 @@ class ClassicGroupManager:
             self.shard.write([rec.group_metadata_record(group, {})], stored)
             return
         self.stats.rebalances_total += 1
+        self.stats.history.phase(group.group_id, now, "sync", group.generation_id)
         log.info("rebalance completed", group=group.group_id, generation=group.generation_id,
                  members=len(group.members), leader=group.leader_id,
                  protocol_type=group.protocol_type, protocol=group.protocol_name,
@@ -333,6 +340,7 @@ class ClassicGroupManager:
             group.maybe_invoke_sync_callback(member, error=E.UNKNOWN_MEMBER_ID)
             group.remove(member_id)
             self.stats.removed_members_total += 1
+            self.stats.history.member_left(group.group_id, member_id, "missed SyncGroup")
         group.pending_sync_members.clear()
         log.info("removed members that did not send SyncGroup", group=group.group_id,
                  generation=generation_id, members=missing)
@@ -557,6 +565,7 @@ class ClassicGroupManager:
         # rebalance) is dropped after NEW_MEMBER_JOIN_TIMEOUT_MS; it is not a DelayedHeartbeat.
         member.new_member_timer = self.timer.call_later(
             NEW_MEMBER_JOIN_TIMEOUT_MS, lambda: self._on_expire_new_member(group, member))
+        self.stats.history.member_joined(group.group_id, member_id, client_id, instance_id)
         log.info("member joined", group=group.group_id, member=member_id,
                  group_instance_id=instance_id, client_id=client_id, client_host=client_host,
                  protocol_type=protocol_type, protocols=[n for n, _ in protocols],
@@ -659,6 +668,7 @@ class ClassicGroupManager:
         log.info("new member expired before its join completed", group=group.group_id,
                  member=member.member_id, client_id=member.client_id)
         self.stats.expired_members_total += 1
+        self.stats.history.member_left(group.group_id, member.member_id, "expired")
         self._remove_member_and_update_group(
             group, member, f"removing member {member.member_id} on new member join timeout")
 
@@ -760,6 +770,8 @@ class ClassicGroupManager:
             now = self.clock()
             group.transition_to(STABLE, now)
             self.stats.group_stable(group, now)
+            self.stats.history.ended(group.group_id, now, "stable", len(group.members),
+                                     generation)
             log.info("group stable", group=group.group_id, generation=generation,
                      members=len(group.members))
             self._propagate_assignment(group, E.NONE)
@@ -833,6 +845,8 @@ class ClassicGroupManager:
                     left.append(member_id)
                 else:
                     results.append((member_id, instance_id, error))
+        for member_id in left:
+            self.stats.history.member_left(group_id, member_id, "left")
         if left:
             if group.state in (STABLE, COMPLETING_REBALANCE):
                 self._maybe_prepare_rebalance(

@@ -28,7 +28,7 @@ from protocol.errors import ErrorCode
 
 from .. import records as rec
 from ..coordinator_timer import CoordinatorTimer
-from ..group import DEAD, GroupMetadata
+from ..group import DEAD, EMPTY, STABLE, GroupMetadata
 from . import records as crec
 from .assignors import (ASSIGNORS, HETEROGENEOUS, HOMOGENEOUS, GroupSpec,
                         MemberSubscription, TopicDescriber)
@@ -832,6 +832,7 @@ class ConsumerGroupManager:
                 raise GroupError(E.UNKNOWN_MEMBER_ID,
                                  f"Member {member_id} is not a member of group {group_id}.")
             log.info("member left the consumer group", group=group_id, member=member_id)
+            self.stats.history.member_left(group_id, member_id, "left")
         else:
             member = group.static_member(instance_id)
             if member is None:
@@ -855,6 +856,7 @@ class ConsumerGroupManager:
                             member_id=member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH))
             log.info("static member left the consumer group", group=group_id, member=member_id,
                      group_instance_id=instance_id)
+            self.stats.history.member_left(group_id, member_id, "left")
         records = self.fence_member(group, member)
         return records, m.ConsumerGroupHeartbeatResponse(member_id=member_id,
                                                          member_epoch=epoch)
@@ -934,6 +936,7 @@ class ConsumerGroupManager:
                  session_timeout_ms=(member.classic_metadata[0] if member.classic_metadata
                                      else self.config.group_consumer_session_timeout_ms))
         self.stats.expired_members_total += 1
+        self.stats.history.member_left(group_id, member_id, "expired")
         self.write_fence(group, member)
 
     def _on_revocation_timeout(self, group_id: str, member_id: str, epoch: int) -> None:
@@ -947,6 +950,7 @@ class ConsumerGroupManager:
         log.info("member fenced: it did not revoke its partitions within its rebalance timeout",
                  group=group_id, member=member_id, rebalance_timeout_ms=member.rebalance_timeout_ms)
         self.stats.expired_members_total += 1
+        self.stats.history.member_left(group_id, member_id, "did not revoke in time")
         self.write_fence(group, member)
 
     def write_failed(self, group_id: str) -> None:
@@ -989,6 +993,9 @@ class ConsumerGroupManager:
             if v is None:
                 self._remove_group(group, replay)
                 return
+            if not replay and v.epoch > group.group_epoch:
+                self.stats.history.started(group_id, self.clock(), f"group epoch bumped to "
+                                           f"{v.epoch}", None, group.group_epoch, "assign")
             group.group_epoch = v.epoch
             group.metadata_hash = v.metadata_hash
             group.metadata_version = None
@@ -997,7 +1004,12 @@ class ConsumerGroupManager:
             if v is None:
                 group.remove_member(key.sub)
             else:
-                current = group.members.get(key.sub) or ConsumerGroupMember(key.sub)
+                current = group.members.get(key.sub)
+                if current is None:
+                    current = ConsumerGroupMember(key.sub)
+                    if not replay:
+                        self.stats.history.member_joined(group_id, key.sub, v.client_id,
+                                                         v.instance_id)
                 classic = None
                 if v.classic_member_metadata is not None:
                     cm = v.classic_member_metadata
@@ -1018,6 +1030,9 @@ class ConsumerGroupManager:
         elif kind == crec.TARGET_ASSIGNMENT_METADATA:
             group.assignment_epoch = v.assignment_epoch if v is not None else 0
             group.assignment_timestamp = v.assignment_timestamp if v is not None else 0
+            if v is not None and not replay:
+                self.stats.history.phase(group_id, self.clock(), "reconcile",
+                                         v.assignment_epoch)
         elif kind == crec.CURRENT_MEMBER_ASSIGNMENT:
             current = group.members.get(key.sub)
             if v is None:
@@ -1047,8 +1062,12 @@ class ConsumerGroupManager:
         """Once a batch of records is applied: the state of each group they touched (Kafka's
         maybeUpdateGroupState), computed once per batch rather than once per record."""
         now = self.clock()
+        history = self.stats.history
         for group in self._touched:
             group.update_state(now)
+            if group.state in (STABLE, EMPTY) and history.in_progress(group.group_id):
+                history.ended(group.group_id, now, "stable" if group.state is STABLE
+                              else "empty", len(group.members), group.group_epoch)
         self._touched.clear()
 
     def _remove_group(self, group: ConsumerGroup, replay: bool) -> None:
