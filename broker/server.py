@@ -700,6 +700,8 @@ class Server:
         config = broker.config
         self.clock = broker.clock
         self.acceptors: list[asyncio.Task] = []
+        #: accepted sockets being handed to the loop (Server._connect)
+        self.connecting: set[asyncio.Task] = set()
         self.connections: set[KafkaConnection] = set()
         self.bound: dict[str, tuple[str, int]] = {}
         self.quotas = ConnectionQuotas(config["max.connections"],
@@ -776,12 +778,20 @@ class Server:
                 continue
             protocol = KafkaConnection(self.broker, listener)
             protocol.quota_host = host
-            try:
-                await loop.connect_accepted_socket(lambda: protocol, conn)
-            except Exception as exc:  # noqa: BLE001 - one bad socket must not stop accepting
-                log.warning("accepting a connection failed", peer=host, error=str(exc))
-                self.uncount(protocol)
-                conn.close()
+            task = loop.create_task(self._connect(loop, protocol, conn, host))
+            self.connecting.add(task)
+            task.add_done_callback(self.connecting.discard)
+
+    async def _connect(self, loop, protocol, conn: socket.socket, host: str) -> None:
+        """Hand an accepted socket to the loop as a transport for its connection. A task of
+        its own, not awaited by the acceptor: under a thousand connects at once, an acceptor
+        awaiting each hand-over was seen waiting forever on one whose connection was made."""
+        try:
+            await loop.connect_accepted_socket(lambda: protocol, conn)
+        except Exception as exc:  # noqa: BLE001 - one bad socket must not stop accepting
+            log.warning("accepting a connection failed", peer=host, error=str(exc))
+            self.uncount(protocol)
+            conn.close()
 
     @staticmethod
     async def _acceptable(loop, sock: socket.socket) -> None:
@@ -891,6 +901,8 @@ class Server:
     def stop_accepting(self) -> None:
         for task in self.acceptors:
             task.cancel()  # each closes its listening socket as it ends
+        for task in list(self.connecting):
+            task.cancel()
         for handle in (self.idle_check, self.trim):
             if handle is not None:
                 handle.cancel()
