@@ -1,5 +1,6 @@
 """Command line: ``kbroker [options]`` starts the broker; ``kbroker healthcheck`` asks a running
-broker a real Kafka question (ApiVersions) and exits 0 if it answers."""
+broker a real Kafka question (ApiVersions) and exits 0 if it answers; ``kbroker certs`` makes
+development certificates for TLS listeners (broker/security/certs.py)."""
 from __future__ import annotations
 
 import argparse
@@ -37,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="log.level")
     p.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
                    help="any setting by Kafka's name; repeatable")
-    p.add_argument("command", nargs="?", choices=["start", "healthcheck"], default="start")
+    p.add_argument("command", nargs="?", choices=["start", "healthcheck", "certs"],
+                   default="start",
+                   help="start (default), healthcheck, or certs (kbroker certs --help)")
     return p
 
 
@@ -99,6 +102,10 @@ def healthcheck(config: BrokerConfig) -> int:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["certs"]:
+        from .security.certs import main as certs_main
+        return certs_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         config = resolve_config(args)
