@@ -656,8 +656,10 @@ def listener_contexts(config) -> dict[str, ListenerTls]:
 
 def handshake_failure(exc: BaseException) -> str:
     """The reason of one failed handshake, for its one log line."""
+    # asyncio and uvloop abort a handshake past ssl_handshake_timeout with
+    # ConnectionAbortedError("SSL handshake is taking longer than N seconds: ...")
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError)) or (
-            isinstance(exc, ConnectionAbortedError) and "timeout" in str(exc).lower()):
+            isinstance(exc, ConnectionAbortedError) and "longer than" in str(exc)):
         return "TLS handshake did not finish in time"
     if isinstance(exc, ssl.SSLError):
         return f"TLS handshake failed: {exc.reason or exc}"
