@@ -173,6 +173,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.server.tls[self.listener].authenticate(self, transport)
 
     def connection_lost(self, exc) -> None:
+        if not self.closed and self.transport is not None and tls.is_tls_error(exc):
+            # a TLS record that does not decrypt, an alert from the client, ...
+            log.warning("closing connection", peer=self.peer, listener=self.listener,
+                        reason=tls.tls_error(exc))
+            self.broker.metrics.connection_rejected("TLS error")
         self.closed = True
         server = self.server
         if self in server.connections:

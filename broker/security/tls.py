@@ -666,6 +666,15 @@ def handshake_failure(exc: BaseException) -> str:
     return f"TLS handshake failed: {type(exc).__name__}: {exc}"
 
 
+def is_tls_error(exc) -> bool:
+    """Whether a connection was lost to a TLS error after its handshake (not a plain close)."""
+    return isinstance(exc, ssl.SSLError) and not isinstance(exc, ssl.SSLEOFError)
+
+
+def tls_error(exc: ssl.SSLError) -> str:
+    return f"TLS error: {exc.reason or exc}"
+
+
 def handshake_timeout_s(config) -> float:
     idle = config["connections.max.idle.ms"]
     bound = HANDSHAKE_TIMEOUT_MS if idle < 0 else min(idle, HANDSHAKE_TIMEOUT_MS)

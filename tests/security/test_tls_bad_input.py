@@ -110,3 +110,18 @@ def test_garbage_closes_only_its_connection(strict_broker, certs):
     good.sendall(len(request).to_bytes(4, "big") + request)
     assert len(good.recv(4)) == 4
     good.close()
+
+
+def test_garbage_inside_the_tls_stream(strict_broker, certs):
+    """After the handshake, bytes that are no TLS record of this session: the connection is
+    closed with one line naming the TLS error."""
+    import os
+    sock = tls_api_versions(certs, strict_broker.ssl_port)
+    before = strict_broker.logs().count("TLS error")
+    raw = socket.socket(fileno=os.dup(sock.fileno()))
+    raw.sendall(b"\x17\x03\x03\x00\x40" + bytes(64))  # application data that does not decrypt
+    assert closed_within(raw, 5)
+    raw.close()
+    sock.close()
+    wait_until(lambda: strict_broker.logs().count("TLS error") == before + 1, 5,
+               message="one line for the bad record")
