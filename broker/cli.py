@@ -80,17 +80,18 @@ async def _run(config: BrokerConfig) -> int:
 
 
 def healthcheck(config: BrokerConfig) -> int:
-    """Send ApiVersions v0 to the first listener and check the answer."""
-    _name, host, port = config.listeners[0]
+    """Send ApiVersions v0 to the first PLAINTEXT listener (else the first listener, over TLS
+    without checking the broker's certificate when it is an SSL one) and check the answer."""
+    plaintext = [entry for entry in config.listeners
+                 if config.security_protocols[entry[0]] == "PLAINTEXT"]
+    name, host, port = (plaintext or config.listeners)[0]
     host = host if host not in ("", "0.0.0.0", "::") else "127.0.0.1"
     request = struct.pack(">hhih", 18, 0, 1, 11) + b"healthcheck"
     try:
-        with socket.create_connection((host, port), timeout=5) as sock:
+        with _connect(host, port, config.security_protocols[name]) as sock:
             sock.sendall(struct.pack(">i", len(request)) + request)
-            header = sock.recv(4, socket.MSG_WAITALL)
-            (size,) = struct.unpack(">i", header)
-            body = sock.recv(size, socket.MSG_WAITALL)
-            correlation_id, error = struct.unpack_from(">ih", body)
+            (size,) = struct.unpack(">i", _read_exactly(sock, 4))
+            correlation_id, error = struct.unpack_from(">ih", _read_exactly(sock, size))
     except (OSError, struct.error) as exc:
         print(f"unhealthy: {exc}", file=sys.stderr)
         return 1
@@ -99,6 +100,27 @@ def healthcheck(config: BrokerConfig) -> int:
         return 1
     print("healthy")
     return 0
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError(f"connection closed after {len(data)} of {n} bytes")
+        data += chunk
+    return data
+
+
+def _connect(host: str, port: int, security_protocol: str) -> socket.socket:
+    sock = socket.create_connection((host, port), timeout=5)
+    if security_protocol not in ("SSL", "SASL_SSL"):
+        return sock
+    import ssl
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # a liveness probe of this host's broker
+    return context.wrap_socket(sock)
 
 
 def main(argv=None) -> int:

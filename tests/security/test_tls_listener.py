@@ -163,3 +163,20 @@ def test_certificate_no_rule_maps_is_closed(certs):
     closing = [e for e in logs if e["event"] == "closing connection"]
     assert len(closing) == 1
     assert "No rules apply to CN=kbroker-client,OU=Development,O=kbroker" in closing[0]["reason"]
+
+
+def test_healthcheck_of_a_broker_with_only_an_ssl_listener(certs, capsys):
+    """`kbroker healthcheck` speaks TLS to an SSL listener when there is no PLAINTEXT one."""
+    from broker.cli import healthcheck
+    from broker.testing.embedded import EmbeddedBroker
+    from tests.support import free_port
+    port = free_port()
+    settings = {"listeners": f"SSL://127.0.0.1:{port}",
+                "listener.security.protocol.map": "SSL:SSL",
+                "ssl.keystore.type": "PKCS12",
+                "ssl.keystore.location": certs["paths"]["broker.p12"],
+                "ssl.keystore.password": certs["password"]}
+    with EmbeddedBroker(settings) as kafka:
+        assert healthcheck(kafka.config) == 0
+    assert "healthy" in capsys.readouterr().out.splitlines()
+    assert healthcheck(kafka.config) == 1  # stopped
