@@ -135,7 +135,8 @@ def _java_replacement(replacement: str, match: re.Match, groups: int) -> str:
             i += 2
             if number > groups:
                 raise NoMatchingRule(f"No group {number} in {replacement!r}")
-            while i < n and replacement[i].isdigit() and number * 10 + int(replacement[i]) <= groups:
+            while i < n and replacement[i].isdigit() \
+                    and number * 10 + int(replacement[i]) <= groups:
                 number = number * 10 + int(replacement[i])
                 i += 1
             out.append(match.group(number) or "")
