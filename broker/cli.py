@@ -1,5 +1,6 @@
 """Command line: ``kbroker [options]`` starts the broker; ``kbroker healthcheck`` asks a running
-broker a real Kafka question (ApiVersions) and exits 0 if it answers."""
+broker a real Kafka question (ApiVersions) and exits 0 if it answers; ``kbroker certs`` makes
+development certificates for TLS listeners (broker/security/certs.py)."""
 from __future__ import annotations
 
 import argparse
@@ -37,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="log.level")
     p.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
                    help="any setting by Kafka's name; repeatable")
-    p.add_argument("command", nargs="?", choices=["start", "healthcheck"], default="start")
+    p.add_argument("command", nargs="?", choices=["start", "healthcheck", "certs"],
+                   default="start",
+                   help="start (default), healthcheck, or certs (kbroker certs --help)")
     return p
 
 
@@ -77,17 +80,18 @@ async def _run(config: BrokerConfig) -> int:
 
 
 def healthcheck(config: BrokerConfig) -> int:
-    """Send ApiVersions v0 to the first listener and check the answer."""
-    _name, host, port = config.listeners[0]
+    """Send ApiVersions v0 to the first PLAINTEXT listener (else the first listener, over TLS
+    without checking the broker's certificate when it is an SSL one) and check the answer."""
+    plaintext = [entry for entry in config.listeners
+                 if config.security_protocols[entry[0]] == "PLAINTEXT"]
+    name, host, port = (plaintext or config.listeners)[0]
     host = host if host not in ("", "0.0.0.0", "::") else "127.0.0.1"
     request = struct.pack(">hhih", 18, 0, 1, 11) + b"healthcheck"
     try:
-        with socket.create_connection((host, port), timeout=5) as sock:
+        with _connect(host, port, config.security_protocols[name]) as sock:
             sock.sendall(struct.pack(">i", len(request)) + request)
-            header = sock.recv(4, socket.MSG_WAITALL)
-            (size,) = struct.unpack(">i", header)
-            body = sock.recv(size, socket.MSG_WAITALL)
-            correlation_id, error = struct.unpack_from(">ih", body)
+            (size,) = struct.unpack(">i", _read_exactly(sock, 4))
+            correlation_id, error = struct.unpack_from(">ih", _read_exactly(sock, size))
     except (OSError, struct.error) as exc:
         print(f"unhealthy: {exc}", file=sys.stderr)
         return 1
@@ -98,7 +102,32 @@ def healthcheck(config: BrokerConfig) -> int:
     return 0
 
 
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError(f"connection closed after {len(data)} of {n} bytes")
+        data += chunk
+    return data
+
+
+def _connect(host: str, port: int, security_protocol: str) -> socket.socket:
+    sock = socket.create_connection((host, port), timeout=5)
+    if security_protocol not in ("SSL", "SASL_SSL"):
+        return sock
+    import ssl
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # a liveness probe of this host's broker
+    return context.wrap_socket(sock)
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["certs"]:
+        from .security.certs import main as certs_main
+        return certs_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         config = resolve_config(args)

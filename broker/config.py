@@ -98,6 +98,38 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("listener.security.protocol.map", _str,
             "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
             "LISTENER_NAME:SECURITY_PROTOCOL pairs; every listener's name must be mapped."),
+    # TLS of SSL and SASL_SSL listeners (broker/security/tls.py); each may also be given for one
+    # listener as listener.name.<listener lowercased>.<name>, which wins over this one
+    Setting("ssl.keystore.type", _str, "JKS",
+            "Keystore format: PKCS12 or PEM (JKS, Kafka's default, is read only when the file "
+            "is really PKCS12, as Java does)."),
+    Setting("ssl.keystore.location", _opt_str, None, "Keystore file (PKCS12, or PEM with the "
+            "private key and certificate chain)."),
+    Setting("ssl.keystore.password", _opt_str, None, "Password of a PKCS12 keystore."),
+    Setting("ssl.key.password", _opt_str, None, "Password of the private key (PEM: of an "
+            "encrypted PKCS#8 key)."),
+    Setting("ssl.keystore.key", _opt_str, None,
+            "Private key as inline PEM (ssl.keystore.type=PEM)."),
+    Setting("ssl.keystore.certificate.chain", _opt_str, None,
+            "Certificate chain as inline PEM (ssl.keystore.type=PEM)."),
+    Setting("ssl.truststore.type", _str, "JKS", "Truststore format: PKCS12 or PEM."),
+    Setting("ssl.truststore.location", _opt_str, None,
+            "Certificates trusted for client certificates (PKCS12 or PEM file)."),
+    Setting("ssl.truststore.password", _opt_str, None, "Password of a PKCS12 truststore."),
+    Setting("ssl.truststore.certificates", _opt_str, None,
+            "Trusted certificates as inline PEM (ssl.truststore.type=PEM)."),
+    Setting("ssl.client.auth", _str, "none",
+            "Client certificates: none, requested or required."),
+    Setting("ssl.protocol", _str, "TLSv1.3",
+            "Highest TLS version when ssl.enabled.protocols is empty."),
+    Setting("ssl.enabled.protocols", _list, ("TLSv1.2", "TLSv1.3"), "TLS versions accepted."),
+    Setting("ssl.cipher.suites", _list, (), "Cipher suites of TLS 1.2 and older (Java/IANA or "
+            "OpenSSL names; empty = OpenSSL's defaults); TLS 1.3 suites use OpenSSL's defaults."),
+    Setting("ssl.principal.mapping.rules", _str, "DEFAULT",
+            "RULE:pattern/replacement/[LU] and DEFAULT rules mapping a client certificate's "
+            "distinguished name to the User: principal."),
+    Setting("ssl.endpoint.identification.algorithm", _str, "https",
+            "Clients' server host name check; accepted as Kafka does, a broker does not use it."),
     Setting("log.dirs", _opt_str, None,
             "Data directory; unset = in-memory storage (nothing on disk)."),
     Setting("num.partitions", int, 1, "Partitions of an auto-created topic."),
@@ -226,6 +258,20 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
 ENV_ALIASES = {"KAFKA_LOG_DIR": "log.dirs", "KAFKA_DATA_DIR": "log.dirs"}
 
 
+#: settings that may be given for one listener: listener.name.<listener lowercased>.<name>
+PER_LISTENER = frozenset(name for name in SETTINGS if name.startswith("ssl."))
+_LISTENER_PREFIXED = re.compile(r"listener\.name\.([^.]+)\.(.+)")
+
+
+def listener_setting(name: str) -> tuple[str, Setting] | None:
+    """'listener.name.ssl.ssl.keystore.location' -> ('ssl', the ssl.keystore.location
+    setting); None when ``name`` is no per-listener form of a setting that allows one."""
+    found = _LISTENER_PREFIXED.fullmatch(name)
+    if found is None or found.group(2) not in PER_LISTENER:
+        return None
+    return found.group(1).lower(), SETTINGS[found.group(2)]
+
+
 def parse_listeners(text: str) -> list[tuple[str, str, int]]:
     """'NAME://host:port,...' -> [(name, host, port)]."""
     out = []
@@ -269,7 +315,11 @@ class BrokerConfig:
     def set(self, name: str, value) -> None:
         setting = SETTINGS.get(name)
         if setting is None:
-            raise ConfigError(f"unknown setting {name!r} (see --help for the list)")
+            prefixed = listener_setting(name)
+            if prefixed is None:
+                raise ConfigError(f"unknown setting {name!r} (see --help for the list)")
+            listener, setting = prefixed
+            name = f"listener.name.{listener}.{setting.name}"
         try:
             self.values[name] = setting.parse(value)
         except (TypeError, ValueError) as exc:
@@ -298,10 +348,12 @@ class BrokerConfig:
                 raise ConfigError(f"No security protocol defined for listener {name} "
                                   "(add it to listener.security.protocol.map)")
             self.security_protocols[name] = protocols[name]
-        unsupported = sorted({p for p in self.security_protocols.values() if p != "PLAINTEXT"})
+        unsupported = sorted({p for p in self.security_protocols.values()
+                              if p not in ("PLAINTEXT", "SSL")})
         if unsupported:
             raise ConfigError(f"security protocol {', '.join(unsupported)} is not supported yet: "
-                              "only PLAINTEXT listeners can be configured")
+                              "only PLAINTEXT and SSL listeners can be configured")
+        self._validate_listener_settings()
         if self["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
             raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
@@ -344,6 +396,24 @@ class BrokerConfig:
                               "socket.request.max.bytes")
 
 
+    def _validate_listener_settings(self) -> None:
+        """listener.name.<l>.* names a configured listener; the ssl.* settings of every TLS
+        listener are sound (files are read when the listener starts)."""
+        from broker.security import tls
+        names = {n.lower() for n, _, _ in self.listeners}
+        for name in self.values:
+            prefixed = listener_setting(name)
+            if prefixed is not None and prefixed[0] not in names:
+                raise ConfigError(f"{name} names no listener (listeners: "
+                                  f"{', '.join(sorted(names))})")
+        for name, protocol in self.security_protocols.items():
+            if protocol in tls.TLS_PROTOCOLS:
+                try:
+                    tls.check_settings(tls.listener_ssl_settings(self, name))
+                except ConfigError as exc:
+                    raise ConfigError(f"listener {name}: {exc}") from None
+
+
 def read_config_file(path: str) -> dict[str, object]:
     """A Kafka-style .properties file or a TOML file (flat keys or one [broker] table)."""
     text = pathlib.Path(path).read_text()
@@ -377,4 +447,16 @@ def read_environment(environ=os.environ) -> dict[str, object]:
             value = environ.get(prefix + name.upper().replace(".", "_"))
             if value is not None:
                 out[name] = value
+        # per-listener settings: KAFKA_LISTENER_NAME_<LISTENER>_SSL_KEYSTORE_LOCATION (the
+        # listener name may hold underscores: the setting is matched at the end)
+        start = prefix + "LISTENER_NAME_"
+        for env_name, value in environ.items():
+            if not env_name.startswith(start):
+                continue
+            rest = env_name[len(start):]
+            for name in sorted(PER_LISTENER, key=len, reverse=True):
+                suffix = "_" + name.upper().replace(".", "_")
+                if rest.endswith(suffix) and len(rest) > len(suffix):
+                    out[f"listener.name.{rest[:-len(suffix)].lower()}.{name}"] = value
+                    break
     return out

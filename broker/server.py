@@ -30,7 +30,7 @@ import time
 
 import structlog
 
-from broker.security import ANONYMOUS
+from broker.security import ANONYMOUS, tls
 from protocol.framing import read_request_header, response_header
 from protocol.messages import ApiVersionsResponse
 from protocol.schema import DecodeError
@@ -205,8 +205,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.last_active = self.clock()
         self.server.connections.add(self)
         self.broker.metrics.connection_opened()
+        if self.security_protocol == "SSL":  # the handshake is over: who the certificate names
+            self.server.tls[self.listener].authenticate(self, transport)
 
     def connection_lost(self, exc) -> None:
+        if not self.closed and self.transport is not None and tls.is_tls_error(exc):
+            # a TLS record that does not decrypt, an alert from the client, ...
+            log.warning("closing connection", peer=self.peer, listener=self.listener,
+                        reason=tls.tls_error(exc))
+            self.broker.metrics.connection_rejected("TLS error")
         self.closed = True
         server = self.server
         if self in server.connections:
@@ -700,7 +707,8 @@ class Server:
         config = broker.config
         self.clock = broker.clock
         self.acceptors: list[asyncio.Task] = []
-        #: accepted sockets being handed to the loop (Server._connect)
+        #: accepted sockets being handed to the loop, TLS handshakes included (Server._connect,
+        #: Server._handshake): each its own task, the acceptor never waits for one
         self.connecting: set[asyncio.Task] = set()
         self.connections: set[KafkaConnection] = set()
         self.bound: dict[str, tuple[str, int]] = {}
@@ -718,12 +726,15 @@ class Server:
         self.request_bytes = 0
         self.memory_waiters: collections.deque[KafkaConnection] = collections.deque()
         self.wake_scheduled = False
+        #: SSL and SASL_SSL listeners' TLS (broker/security/tls.py), by listener name
+        self.tls: dict[str, tls.ListenerTls] = {}
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         _raise_open_files_limit()
         self.quotas.overrides = resolve_ip_overrides(
             self.broker.config["max.connections.per.ip.overrides"])
+        self.tls = tls.listener_contexts(self.broker.config)
         for name, host, port in self.broker.config.listeners:
             socks = _listening_sockets(host, port)
             sockname = socks[0].getsockname()
@@ -778,7 +789,12 @@ class Server:
                 continue
             protocol = KafkaConnection(self.broker, listener)
             protocol.quota_host = host
-            task = loop.create_task(self._connect(loop, protocol, conn, host))
+            listener_tls = self.tls.get(listener)
+            if listener_tls is not None:
+                handover = self._handshake(protocol, conn, listener_tls, address)
+            else:
+                handover = self._connect(loop, protocol, conn, host)
+            task = loop.create_task(handover)
             self.connecting.add(task)
             task.add_done_callback(self.connecting.discard)
 
@@ -792,6 +808,26 @@ class Server:
             log.warning("accepting a connection failed", peer=host, error=str(exc))
             self.uncount(protocol)
             conn.close()
+
+    async def _handshake(self, protocol: KafkaConnection, conn: socket.socket,
+                         listener_tls: "tls.ListenerTls", address) -> None:
+        """A TLS connection: the handshake, bounded by tls.handshake_timeout_s, then the
+        connection is made. A client that sends no TLS, or never finishes, is closed with one
+        line; its slot of the connection quotas is given back."""
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.connect_accepted_socket(
+                lambda: protocol, conn, ssl=listener_tls.context,
+                ssl_handshake_timeout=tls.handshake_timeout_s(self.broker.config))
+        except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 - its own connection
+            peer = f"{address[0]}:{address[1]}"
+            self.uncount(protocol)
+            conn.close()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            log.warning("closing connection", peer=peer, listener=protocol.listener,
+                        reason=tls.handshake_failure(exc))
+            self.broker.metrics.connection_rejected("TLS handshake failed")
 
     @staticmethod
     async def _acceptable(loop, sock: socket.socket) -> None:

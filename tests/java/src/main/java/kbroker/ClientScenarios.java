@@ -97,6 +97,10 @@ public final class ClientScenarios {
                     System.exit(0);
                 }
                 default -> {
+                    if (SecureClientScenarios.handles(args[0])) {
+                        SecureClientScenarios.run(args);
+                        System.exit(0);
+                    }
                     if (ClusterScenarios.handles(args[0])) {
                         ClusterScenarios.run(args);
                         System.exit(0);
@@ -123,6 +127,7 @@ public final class ClientScenarios {
                 + "  admin BOOTSTRAP TOPIC\n"
                 + "  group-host BOOTSTRAP TOPIC ASSIGNOR SESSION_TIMEOUT_MS\n"
                 + ClusterScenarios.usage() + "\n"
+                + SecureClientScenarios.usage() + "\n"
                 + TransactionScenarios.usage());
         System.exit(2);
     }
