@@ -12,6 +12,7 @@ from .fetch_purgatory import FetchPurgatory
 from .offsets_topic import build_coordinator, load_all
 from .producer_ids import ProducerIdManager
 from .metrics import Metrics
+from .security.authorization import Authorization
 from .server import Server
 from .testing.faults import Faults
 from .timer import AsyncioTimerDriver
@@ -34,6 +35,8 @@ class Broker:
         self.debug = config["log.level"] == "debug"
         self.clock = wall_clock_ms
         self.metrics = Metrics(self)
+        #: None without authorizer.class.name: every request is allowed (one attribute check)
+        self.authorizer = Authorization.from_config(config)
         self.timer_driver = AsyncioTimerDriver(self.clock)
         self.timer = self.timer_driver.timer
         self.topics = TopicManager(config, config["log.dirs"])

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from broker.security import SECURITY_PROTOCOLS
+from broker.security.authorizer import STANDARD_AUTHORIZER
 
 
 class ConfigError(ValueError):
@@ -98,6 +99,14 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("listener.security.protocol.map", _str,
             "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
             "LISTENER_NAME:SECURITY_PROTOCOL pairs; every listener's name must be mapped."),
+    Setting("authorizer.class.name", _str, "",
+            "The ACL authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer, or "
+            "empty for none (the ACL APIs answer SECURITY_DISABLED and every request is allowed)."),
+    Setting("super.users", _str, "",
+            "Principals the authorizer allows everything, separated by semicolons "
+            "(User:admin;User:ops)."),
+    Setting("allow.everyone.if.no.acl.found", _bool, False,
+            "With the authorizer: allow a request on a resource that has no ACL at all."),
     Setting("log.dirs", _opt_str, None,
             "Data directory; unset = in-memory storage (nothing on disk)."),
     Setting("num.partitions", int, 1, "Partitions of an auto-created topic."),
@@ -297,6 +306,10 @@ class BrokerConfig:
         if unsupported:
             raise ConfigError(f"security protocol {', '.join(unsupported)} is not supported yet: "
                               "only PLAINTEXT listeners can be configured")
+        authorizer = self["authorizer.class.name"].strip()
+        if authorizer and authorizer != STANDARD_AUTHORIZER:
+            raise ConfigError(f"authorizer.class.name {authorizer!r} is not supported: the only "
+                              f"authorizer is {STANDARD_AUTHORIZER} (or empty for none)")
         if self["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
             raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:

@@ -1,16 +1,45 @@
-"""DeleteAcls: SECURITY_DISABLED for every filter (no authorizer; see acls.py)."""
+"""DeleteAcls: removes the ACLs each filter matches and lists them (SECURITY_DISABLED without an
+authorizer; see acls.py)."""
 from __future__ import annotations
 
+from protocol.errors import ErrorCode
 from protocol.messages import DeleteAclsResponse
 
-from .acls import NO_AUTHORIZER_CHANGE, SECURITY_DISABLED
+from ..security.authorizer import AclOperation
+from .acls import (CLUSTER_AUTHORIZATION_FAILED, NO_AUTHORIZER_CHANGE, SECURITY_DISABLED,
+                   binding_filter, cluster_denied_message, filter_has_unknown)
 
 NAME = "DeleteAcls"
 VERSIONS = (1, 3)
+Result = DeleteAclsResponse.DeleteAclsFilterResult
+Matching = DeleteAclsResponse.DeleteAclsMatchingAcl
+
+
+def _failed(request, code: int, message: str) -> DeleteAclsResponse:
+    return DeleteAclsResponse(filter_results=[
+        Result(error_code=code, error_message=message, matching_acls=[])
+        for _ in request.filters])
 
 
 def handle(broker, ctx, request, respond) -> None:
+    auth = broker.authorizer
+    if auth is None:
+        respond(_failed(request, SECURITY_DISABLED, NO_AUTHORIZER_CHANGE))
+        return
+    if any(filter_has_unknown(f) for f in request.filters):
+        ctx.conn.close_after_answers("DeleteAcls with UNKNOWN elements")
+        respond(None)
+        return
+    if not auth.cluster(ctx, AclOperation.ALTER):
+        respond(_failed(request, CLUSTER_AUTHORIZATION_FAILED,
+                        cluster_denied_message(NAME, AclOperation.ALTER)))
+        return
+    filters = [binding_filter(f, ctx.api_version) for f in request.filters]
+    deleted = auth.delete(filters)
     respond(DeleteAclsResponse(filter_results=[
-        DeleteAclsResponse.DeleteAclsFilterResult(error_code=SECURITY_DISABLED,
-                                                  error_message=NO_AUTHORIZER_CHANGE, matching_acls=[])
-        for _ in request.filters]))
+        Result(error_code=ErrorCode.NONE, error_message=None, matching_acls=[
+            Matching(error_code=ErrorCode.NONE, error_message=None, resource_type=acl.resource_type,
+                     resource_name=acl.resource_name, pattern_type=acl.pattern_type,
+                     principal=acl.principal, host=acl.host, operation=acl.operation,
+                     permission_type=acl.permission_type) for acl in rows])
+        for rows in deleted]))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeTopicPartitionsResponse
 
+from ..security.authorizer import AclOperation, ResourceType
 from ..topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, validate_topic_name
 from .replicas import placement
 
@@ -68,6 +69,18 @@ def handle(broker, ctx, request, respond) -> None:
         # and fails the whole request on the missing cursor
         respond(_refused(request, ErrorCode.UNKNOWN_SERVER_ERROR))
         return
+    denied = []
+    auth = broker.authorizer
+    if auth is not None:
+        # topics the principal may not describe: left out of "all topics", else refused (after
+        # the others, without their id)
+        may_describe = auth.predicate(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC)
+        allowed = [n for n in wanted if may_describe(n)]
+        if not every_topic:
+            denied = [Topic_(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=n,
+                             is_internal=False, partitions=[])
+                      for n in wanted if not may_describe(n)]
+        wanted = allowed
     remaining = max(min(MAX_PARTITIONS, request.response_partition_limit), 1)
     answered = []
     next_cursor = None
@@ -95,4 +108,7 @@ def handle(broker, ctx, request, respond) -> None:
             next_cursor = Cursor(topic_name=name, partition_index=end)
             break
         remaining -= len(partitions)
-    respond(DescribeTopicPartitionsResponse(topics=answered, next_cursor=next_cursor))
+    if auth is not None:
+        for entry in answered:
+            entry.topic_authorized_operations = auth.operations(ctx, ResourceType.TOPIC, entry.name)
+    respond(DescribeTopicPartitionsResponse(topics=answered + denied, next_cursor=next_cursor))
