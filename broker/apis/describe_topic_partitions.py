@@ -8,7 +8,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import DescribeTopicPartitionsResponse
 
 from ..security.authorizer import AclOperation, ResourceType
-from ..topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, validate_topic_name
+from ..topics import INTERNAL_TOPICS, validate_topic_name
 from .replicas import placement
 
 NAME = "DescribeTopicPartitions"
@@ -20,8 +20,6 @@ Cursor = DescribeTopicPartitionsResponse.Cursor
 
 #: Kafka's max.request.partition.size.limit default: no answer holds more partitions
 MAX_PARTITIONS = 2000
-#: the names Kafka treats as internal, whether or not the topic exists yet
-INTERNAL_TOPICS = {OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, "__share_group_state"}
 #: every operation on a topic (read, write, create, delete, alter, describe, describe and alter
 #: configs), as Kafka reports them without an authorizer
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))

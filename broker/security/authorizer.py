@@ -276,7 +276,8 @@ class StandardAuthorizer:
     """The ACLs and the decision. ``authorize`` takes the principal as ``"User:alice"`` (str of
     a KafkaPrincipal) and the client's address."""
 
-    def __init__(self, super_users: Iterable[str] = (), allow_everyone_if_no_acl_found: bool = False,
+    def __init__(self, super_users: Iterable[str] = (),
+                 allow_everyone_if_no_acl_found: bool = False,
                  acls: Iterable[AclBinding] = ()) -> None:
         self.super_users = frozenset(super_users)
         self.allow_if_no_acl = allow_everyone_if_no_acl_found
