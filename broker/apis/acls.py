@@ -27,20 +27,32 @@ def cluster_denied_message(api: str, op: AclOperation) -> str:
 
 
 def creation_has_unknown(c) -> bool:
-    """A CreateAcls creation with a part Kafka's request parser refuses (code 0, or one it
-    does not know)."""
-    return (resource_type(c.resource_type) == ResourceType.UNKNOWN
-            or pattern_type(c.resource_pattern_type) == PatternType.UNKNOWN
-            or operation(c.operation) == AclOperation.UNKNOWN
-            or permission_type(c.permission_type) == AclPermissionType.UNKNOWN)
+    """A CreateAcls creation Kafka's request parser refuses: a part whose code is UNKNOWN's (0).
+    Other codes it does not know become UNKNOWN and are refused one creation at a time."""
+    return 0 in (c.resource_type, c.resource_pattern_type, c.operation, c.permission_type)
 
 
 def filter_has_unknown(f) -> bool:
     """The same for a DescribeAcls request or a DeleteAcls filter."""
-    return (resource_type(f.resource_type_filter) == ResourceType.UNKNOWN
-            or pattern_type(f.pattern_type_filter) == PatternType.UNKNOWN
-            or operation(f.operation) == AclOperation.UNKNOWN
-            or permission_type(f.permission_type) == AclPermissionType.UNKNOWN)
+    return 0 in (f.resource_type_filter, f.pattern_type_filter, f.operation, f.permission_type)
+
+
+def creation_not_a_binding(c) -> bool:
+    """A creation that is no ACL at all (a resource type ANY, a pattern type ANY or MATCH, an
+    operation or permission type ANY): Kafka fails to build its AclBinding and answers the whole
+    request UNKNOWN_SERVER_ERROR."""
+    return (c.resource_type == ResourceType.ANY
+            or c.resource_pattern_type in (PatternType.ANY, PatternType.MATCH)
+            or c.operation == AclOperation.ANY or c.permission_type == AclPermissionType.ANY)
+
+
+def filter_error(f: AclBindingFilter) -> str | None:
+    """Kafka's validation of a DeleteAcls filter (AclControlManager.validateFilter)."""
+    if f.resource_type == ResourceType.UNKNOWN or f.pattern_type == PatternType.UNKNOWN:
+        return "Unknown patternFilter."
+    if f.operation == AclOperation.UNKNOWN or f.permission_type == AclPermissionType.UNKNOWN:
+        return "Unknown entryFilter."
+    return None
 
 
 def binding(creation) -> AclBinding:
@@ -50,9 +62,9 @@ def binding(creation) -> AclBinding:
                       permission_type(creation.permission_type))
 
 
-def binding_filter(row, version: int) -> AclBindingFilter:
-    """A DescribeAcls request or a DeleteAcls filter; v0 has no pattern type (LITERAL)."""
-    pt = pattern_type(row.pattern_type_filter) if version >= 1 else PatternType.LITERAL
+def binding_filter(row) -> AclBindingFilter:
+    """A DescribeAcls request or a DeleteAcls filter (v1+: with a pattern type)."""
     return AclBindingFilter(resource_type(row.resource_type_filter), row.resource_name_filter,
-                            pt, row.principal_filter, row.host_filter, operation(row.operation),
+                            pattern_type(row.pattern_type_filter), row.principal_filter,
+                            row.host_filter, operation(row.operation),
                             permission_type(row.permission_type))

@@ -6,7 +6,8 @@ from protocol.messages import CreateAclsResponse
 
 from ..security.authorizer import AclOperation, new_acl_error
 from .acls import (CLUSTER_AUTHORIZATION_FAILED, NO_AUTHORIZER_CHANGE, SECURITY_DISABLED, binding,
-                   cluster_denied_message, creation_has_unknown)
+                   cluster_denied_message, creation_has_unknown,
+                   creation_not_a_binding)
 
 NAME = "CreateAcls"
 VERSIONS = (1, 3)
@@ -30,13 +31,18 @@ def handle(broker, ctx, request, respond) -> None:
             Result(error_code=CLUSTER_AUTHORIZATION_FAILED, error_message=message)
             for _ in request.creations]))
         return
+    if any(creation_not_a_binding(c) for c in request.creations):
+        respond(CreateAclsResponse(results=[
+            Result(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=None)
+            for _ in request.creations]))
+        return
     results, valid = [], []
     for creation in request.creations:
         acl = binding(creation)
         error = new_acl_error(acl)
         if error is None:
             valid.append(acl)
-            results.append(Result(error_code=ErrorCode.NONE, error_message=None))
+            results.append(Result(error_code=ErrorCode.NONE, error_message=""))
         else:
             results.append(Result(error_code=ErrorCode.INVALID_REQUEST, error_message=error))
     auth.create(valid)

@@ -7,7 +7,8 @@ from protocol.messages import DeleteAclsResponse
 
 from ..security.authorizer import AclOperation
 from .acls import (CLUSTER_AUTHORIZATION_FAILED, NO_AUTHORIZER_CHANGE, SECURITY_DISABLED,
-                   binding_filter, cluster_denied_message, filter_has_unknown)
+                   binding_filter, cluster_denied_message, filter_error,
+                   filter_has_unknown)
 
 NAME = "DeleteAcls"
 VERSIONS = (1, 3)
@@ -34,12 +35,19 @@ def handle(broker, ctx, request, respond) -> None:
         respond(_failed(request, CLUSTER_AUTHORIZATION_FAILED,
                         cluster_denied_message(NAME, AclOperation.ALTER)))
         return
-    filters = [binding_filter(f, ctx.api_version) for f in request.filters]
-    deleted = auth.delete(filters)
-    respond(DeleteAclsResponse(filter_results=[
-        Result(error_code=ErrorCode.NONE, error_message=None, matching_acls=[
-            Matching(error_code=ErrorCode.NONE, error_message=None, resource_type=acl.resource_type,
-                     resource_name=acl.resource_name, pattern_type=acl.pattern_type,
-                     principal=acl.principal, host=acl.host, operation=acl.operation,
-                     permission_type=acl.permission_type) for acl in rows])
-        for rows in deleted]))
+    filters = [binding_filter(f) for f in request.filters]
+    errors = [filter_error(f) for f in filters]
+    deleted = auth.delete([f for f, error in zip(filters, errors) if error is None])
+    results = []
+    for error in errors:
+        if error is not None:
+            results.append(Result(error_code=ErrorCode.INVALID_REQUEST, error_message=error,
+                                  matching_acls=[]))
+            continue
+        results.append(Result(error_code=ErrorCode.NONE, error_message=None, matching_acls=[
+            Matching(error_code=ErrorCode.NONE, error_message=None,
+                     resource_type=acl.resource_type, resource_name=acl.resource_name,
+                     pattern_type=acl.pattern_type, principal=acl.principal, host=acl.host,
+                     operation=acl.operation, permission_type=acl.permission_type)
+            for acl in deleted.pop(0)]))
+    respond(DeleteAclsResponse(filter_results=results))

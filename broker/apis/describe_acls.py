@@ -30,7 +30,7 @@ def handle(broker, ctx, request, respond) -> None:
                                      error_message=cluster_denied_message(
                                          NAME, AclOperation.DESCRIBE), resources=[]))
         return
-    acl_filter = binding_filter(request, ctx.api_version)
+    acl_filter = binding_filter(request)
     resources: dict[tuple, list] = {}
     for acl in auth.authorizer.matching(acl_filter):
         resources.setdefault((acl.resource_type, acl.resource_name, acl.pattern_type), []).append(

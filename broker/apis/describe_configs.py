@@ -121,7 +121,8 @@ def handle(broker, ctx, request, respond) -> None:
                                   resource_type=res.resource_type,
                                   resource_name=res.resource_name, configs=[]))
             continue
-        results.append(Result(error_code=ErrorCode.NONE, error_message=None,
+        # Kafka's success carries an empty message, not none
+        results.append(Result(error_code=ErrorCode.NONE, error_message="",
                               resource_type=res.resource_type, resource_name=res.resource_name,
                               configs=configs))
     respond(DescribeConfigsResponse(results=results + denied))
