@@ -22,6 +22,7 @@ from protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
     ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
     CreateAclsRequest,
     CreateAclsResponse,
     CreatePartitionsRequest,
@@ -49,6 +50,7 @@ from protocol.messages import (
     LeaveGroupRequest,
     ListGroupsRequest,
     ListOffsetsRequest,
+    ListTransactionsRequest,
     MetadataRequest,
     OffsetCommitRequest,
     OffsetDeleteRequest,
@@ -493,10 +495,7 @@ def test_offsets_and_groups(acl_target, clients, denied):
 
 def test_find_coordinator(acl_target, clients, denied):
     client, refused = clients
-    # Kafka creates __transaction_state on the first request for a transaction coordinator
-    assert eventually(lambda: client.call(FindCoordinatorRequest(
-        key_type=1, coordinator_keys=["acl-ok-key"]), 4).coordinators[0].error_code,
-        E.NONE) == E.NONE
+    transaction_coordinator_ready(client)
     for key_type, key, error, message in [
             (0, denied["group"], E.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."),
             (1, denied["txn"], E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -509,6 +508,14 @@ def test_find_coordinator(acl_target, clients, denied):
         assert [(c.key, c.error_code, c.node_id) for c in new.coordinators] == [
             (key, error, -1), ("acl-ok-key", E.NONE, 1)]
         assert new.coordinators[0].error_message in ("", None)
+
+
+def transaction_coordinator_ready(client: RawClient) -> None:
+    """Kafka creates __transaction_state on the first FindCoordinator for a transactional id,
+    and loads it a moment later."""
+    assert eventually(lambda: client.call(FindCoordinatorRequest(
+        key_type=1, coordinator_keys=["acl-ok-key"]), 4).coordinators[0].error_code,
+        E.NONE) == E.NONE
 
 
 def test_create_and_delete_topics(acl_target, clients, denied):
@@ -752,3 +759,56 @@ def test_more_transaction_apis(acl_target, clients, denied):
     assert eventually(lambda: refused.call(InitProducerIdRequest(
         transactional_id=None, transaction_timeout_ms=60000, producer_id=-1,
         producer_epoch=-1), 5).error_code, E.NONE) == E.NONE
+
+
+def test_more_describe_filters(acl_target, clients, denied):
+    client, refused = clients
+    M = MetadataRequest
+    ids = {t.name: t.topic_id for t in client.call(M(topics=[
+        M.MetadataRequestTopic(name=n) for n in (denied["topic"], denied["ok_topic"])],
+        allow_auto_topic_creation=False), 12).topics}
+    # asked by id, a refused topic comes back with the id and no name
+    by_id = refused.call(M(topics=[M.MetadataRequestTopic(name=None, topic_id=ids[n])
+                                   for n in (denied["topic"], denied["ok_topic"])],
+                           allow_auto_topic_creation=False), 12)
+    assert sorted(((t.name or ""), t.topic_id == ids[denied["topic"]], t.error_code)
+                  for t in by_id.topics) == sorted([
+        ("", True, E.TOPIC_AUTHORIZATION_FAILED), (denied["ok_topic"], False, E.NONE)])
+    # OffsetFetch before v8: one group, the error at the top
+    F = OffsetFetchRequest
+    old = refused.call(F(group_id=denied["group"], topics=[
+        F.OffsetFetchRequestTopic(name=denied["ok_topic"], partition_indexes=[0])],
+        require_stable=False), 7)
+    assert (old.error_code, old.topics) == (E.GROUP_AUTHORIZATION_FAILED, [])
+    old = refused.call(F(group_id=denied["ok_group"], topics=[
+        F.OffsetFetchRequestTopic(name=n, partition_indexes=[0])
+        for n in (denied["topic"], denied["ok_topic"])], require_stable=False), 7)
+    assert old.error_code == E.NONE
+    assert sorted((t.name, [(p.partition_index, p.committed_offset, p.error_code)
+                            for p in t.partitions]) for t in old.topics) == sorted([
+        (denied["topic"], [(0, -1, E.TOPIC_AUTHORIZATION_FAILED)]),
+        (denied["ok_topic"], [(0, -1, E.NONE)])])
+    # a consumer-protocol member may not subscribe to a topic it may not describe
+    H = ConsumerGroupHeartbeatRequest
+    for group, topics_, error in (
+            (denied["group"], [denied["ok_topic"]], E.GROUP_AUTHORIZATION_FAILED),
+            (denied["ok_group"] + "-cg", [denied["ok_topic"], denied["topic"]],
+             E.TOPIC_AUTHORIZATION_FAILED)):
+        beat = refused.call(H(group_id=group, member_id=unique("member"), member_epoch=0,
+                              instance_id=None, rack_id=None, rebalance_timeout_ms=30000,
+                              subscribed_topic_names=topics_, subscribed_topic_regex=None,
+                              server_assignor=None, topic_partitions=[]), 1)
+        assert (beat.error_code, beat.member_id, beat.assignment) == (error, None, None)
+    # ListTransactions leaves out the transactional ids the principal may not describe
+    transaction_coordinator_ready(client)
+    assert eventually(lambda: client.call(InitProducerIdRequest(
+        transactional_id=denied["txn"], transaction_timeout_ms=60000, producer_id=-1,
+        producer_epoch=-1), 5).error_code, E.NONE) == E.NONE
+
+    def listed(c):
+        answer = c.call(ListTransactionsRequest(state_filters=[], producer_id_filters=[],
+                                                duration_filter=-1,
+                                                transactional_id_pattern=None), 2)
+        assert answer.error_code == E.NONE
+        return {s.transactional_id for s in answer.transaction_states}
+    assert denied["txn"] in listed(client) and denied["txn"] not in listed(refused)
