@@ -14,6 +14,10 @@ from ..security.authorizer import (AclBinding, AclBindingFilter, AclOperation, A
                                    PatternType, ResourceType, operation, pattern_type,
                                    permission_type, resource_type)
 
+#: Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: the ACLs one CreateAcls may add, or one
+#: DeleteAcls may remove, checked before anything changes
+MAX_ACLS_PER_REQUEST = 10_000
+
 SECURITY_DISABLED = ErrorCode.SECURITY_DISABLED
 CLUSTER_AUTHORIZATION_FAILED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 # Kafka's own wording, which differs between the describe and the create/delete answers

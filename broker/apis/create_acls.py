@@ -5,8 +5,8 @@ from protocol.errors import ErrorCode
 from protocol.messages import CreateAclsResponse
 
 from ..security.authorizer import AclOperation, new_acl_error
-from .acls import (CLUSTER_AUTHORIZATION_FAILED, NO_AUTHORIZER_CHANGE, SECURITY_DISABLED, binding,
-                   cluster_denied_message, creation_has_unknown,
+from .acls import (CLUSTER_AUTHORIZATION_FAILED, MAX_ACLS_PER_REQUEST, NO_AUTHORIZER_CHANGE,
+                   SECURITY_DISABLED, binding, cluster_denied_message, creation_has_unknown,
                    creation_not_a_binding)
 
 NAME = "CreateAcls"
@@ -45,5 +45,14 @@ def handle(broker, ctx, request, respond) -> None:
             results.append(Result(error_code=ErrorCode.NONE, error_message=""))
         else:
             results.append(Result(error_code=ErrorCode.INVALID_REQUEST, error_message=error))
+    new = set(valid) - auth.authorizer.acls.keys()
+    if len(new) > MAX_ACLS_PER_REQUEST:
+        # Kafka's controller refuses the batch: every valid creation fails, nothing is added
+        for result in results:
+            if result.error_code == ErrorCode.NONE:
+                result.error_code = ErrorCode.POLICY_VIOLATION
+                result.error_message = "Unable to perform excessively large batch operation."
+        respond(CreateAclsResponse(results=results))
+        return
     auth.create(valid)
     respond(CreateAclsResponse(results=results))

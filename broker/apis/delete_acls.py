@@ -6,8 +6,8 @@ from protocol.errors import ErrorCode
 from protocol.messages import DeleteAclsResponse
 
 from ..security.authorizer import AclOperation
-from .acls import (CLUSTER_AUTHORIZATION_FAILED, NO_AUTHORIZER_CHANGE, SECURITY_DISABLED,
-                   binding_filter, cluster_denied_message, filter_error,
+from .acls import (CLUSTER_AUTHORIZATION_FAILED, MAX_ACLS_PER_REQUEST, NO_AUTHORIZER_CHANGE,
+                   SECURITY_DISABLED, binding_filter, cluster_denied_message, filter_error,
                    filter_has_unknown)
 
 NAME = "DeleteAcls"
@@ -37,7 +37,13 @@ def handle(broker, ctx, request, respond) -> None:
         return
     filters = [binding_filter(f) for f in request.filters]
     errors = [filter_error(f) for f in filters]
-    deleted = auth.delete([f for f, error in zip(filters, errors) if error is None])
+    deleted = auth.delete([f for f, error in zip(filters, errors) if error is None],
+                          MAX_ACLS_PER_REQUEST)
+    if deleted is None:
+        respond(_failed(request, ErrorCode.INVALID_REQUEST,
+                        f"Cannot remove more than {MAX_ACLS_PER_REQUEST} acls in a single "
+                        "delete operation."))
+        return
     results = []
     for error in errors:
         if error is not None:

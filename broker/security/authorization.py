@@ -120,11 +120,15 @@ class Authorization:
         if changed:
             self.store.save(self.authorizer.acls)
 
-    def delete(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
+    def delete(self, filters: list[AclBindingFilter],
+               limit: int) -> list[list[AclBinding]] | None:
         """Each filter's matches among the ACLs as they were before the request (an ACL two
-        filters match is in both answers, as Kafka's controller answers)."""
+        filters match is in both answers, as Kafka's controller answers), all removed; None,
+        and nothing removed, when they are more than ``limit``."""
         deleted = [self.authorizer.matching(f) for f in filters]
         gone = {acl for rows in deleted for acl in rows}
+        if len(gone) > limit:
+            return None
         for acl in gone:
             self.authorizer.remove(acl)
         if gone:

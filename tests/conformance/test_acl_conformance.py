@@ -290,6 +290,46 @@ def test_invalid_acls(acl_target, clients):
         (E.NONE, None, 1)]
 
 
+def test_batch_bounds(acl_target, clients):
+    """One CreateAcls adds, one DeleteAcls removes, at most 10,000 ACLs (Kafka's
+    MAX_RECORDS_PER_USER_OP), checked before anything changes."""
+    client, _ = clients
+    t = unique("acl-bound")
+
+    def rows(prefix, n):
+        return [(R_TOPIC, f"{prefix}-{i}", P_LITERAL, ANONYMOUS, "*", READ, ALLOW)
+                for i in range(n)]
+    answers = create_acls(client, *rows(t + "-a", 10_001),
+                          (R_TOPIC, "", P_LITERAL, ANONYMOUS, "*", READ, ALLOW))
+    assert answers[:2] == [(E.POLICY_VIOLATION,
+                            "Unable to perform excessively large batch operation.")] * 2
+    assert answers[-1] == (E.INVALID_REQUEST, "Invalid empty resource name")
+    assert len(answers) == 10_002 and set(answers[:-1]) == {answers[0]}
+    assert describe(client, rtype=R_TOPIC, name=t + "-a-0") == (E.NONE, [])
+    assert create_acls(client, *rows(t + "-a", 10_000)) == [(E.NONE, "")] * 10_000
+    assert create_acls(client, *rows(t + "-b", 1)) == [(E.NONE, "")]
+    assert eventually(lambda: len([a for a in describe(client)[1] if a[1].startswith(t)]),
+                      10_001) == 10_001
+    everything = D.DeleteAclsFilter(
+        resource_type_filter=R_ANY, resource_name_filter=None, pattern_type_filter=P_ANY,
+        principal_filter=None, host_filter=None, operation=ANY_OP, permission_type=1)
+    refused = client.call(D(filters=[everything, everything]), 3)
+    assert [(r.error_code, r.error_message, r.matching_acls)
+            for r in refused.filter_results] == [
+        (E.INVALID_REQUEST, "Cannot remove more than 10000 acls in a single delete operation.",
+         [])] * 2
+    one = D.DeleteAclsFilter(
+        resource_type_filter=R_TOPIC, resource_name_filter=t + "-b-0", pattern_type_filter=P_ANY,
+        principal_filter=None, host_filter=None, operation=ANY_OP, permission_type=1)
+    # the same ACL matched by two filters counts once
+    deleted = client.call(D(filters=[one, one]), 3)
+    assert [len(r.matching_acls) for r in deleted.filter_results] == [1, 1]
+    assert eventually(lambda: len(describe(client)[1]), 10_000) == 10_000
+    deleted = client.call(D(filters=[everything]), 3)
+    assert [len(r.matching_acls) for r in deleted.filter_results] == [10_000]
+    assert eventually(lambda: describe(client), (E.NONE, [])) == (E.NONE, [])
+
+
 @pytest.mark.parametrize("field", ["resource_type", "resource_pattern_type", "operation",
                                    "permission_type"])
 def test_unknown_code_closes_the_connection(acl_target, clients, field):
