@@ -16,6 +16,7 @@ from typing import Callable, Iterable
 
 import structlog
 
+from ..config import ConfigError
 from .authorizer import (CLUSTER_NAME, SUPPORTED_OPERATIONS, AclBinding, AclBindingFilter,
                          AclOperation, ResourceType, StandardAuthorizer, operations_bitfield,
                          parse_super_users)
@@ -33,11 +34,16 @@ class AclFile:
         self.path = os.path.join(data_dir, FILE_NAME) if data_dir else None
 
     def load(self) -> list[AclBinding]:
+        """The stored ACLs; a file that cannot be read stops the start with a clear message
+        (refusing every request, or allowing them, would be wrong either way)."""
         if self.path is None or not os.path.exists(self.path):
             return []
-        with open(self.path) as f:
-            data = json.load(f)
-        return [AclBinding.from_json(row) for row in data["acls"]]
+        try:
+            with open(self.path) as f:
+                data = json.load(f)
+            return [AclBinding.from_json(row) for row in data["acls"]]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{self.path} is not a readable ACL file: {exc!r}") from None
 
     def save(self, acls: Iterable[AclBinding]) -> None:
         if self.path is None:

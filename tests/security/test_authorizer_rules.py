@@ -10,6 +10,7 @@ from broker.security.authorizer import (CLUSTER_NAME, SUPPORTED_OPERATIONS, AclB
                                         AclPermissionType as Perm, PatternType as PT,
                                         ResourceType as RT, StandardAuthorizer, new_acl_error,
                                         operations_bitfield, parse_super_users)
+from broker.config import ConfigError
 from broker.security.authorization import AclFile
 
 ALICE, BOB = "User:alice", "User:bob"
@@ -235,3 +236,8 @@ def test_acl_file_round_trip(tmp_path):
     assert store.load() == []
     assert AclFile(None).load() == []
     AclFile(None).save(STORED)  # in-memory broker: nothing written, nothing fails
+    for broken in ("{", '{"acls": [[2, "t"]]}', '{"acls": [[99, "t", 3, "User:a", "*", 3, 3]]}',
+                   "[]"):
+        (tmp_path / "acls.json").write_text(broken)
+        with pytest.raises(ConfigError, match="is not a readable ACL file"):
+            store.load()
