@@ -10,6 +10,7 @@ context (``ctx.conn.principal``, ``ctx.conn.client_host``), e.g.::
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 from typing import Callable, Iterable
@@ -56,6 +57,40 @@ class AclFile:
         os.replace(tmp, self.path)
 
 
+_HOSTS: dict[str, str] = {}   # client address -> Kafka's form of it
+_MAX_HOSTS = 4096
+
+
+def kafka_host_address(host: str) -> str:
+    """A client address as Kafka compares it with an ACL's host (Java's
+    InetAddress.getHostAddress): IPv4 as is, an IPv4-mapped IPv6 address as its IPv4 address,
+    other IPv6 addresses uncompressed ("0:0:0:0:0:0:0:1" for ::1)."""
+    if ":" not in host:
+        return host
+    shown = _HOSTS.get(host)
+    if shown is None:
+        address, _, scope = host.partition("%")
+        try:
+            ip = ipaddress.IPv6Address(address)
+        except ValueError:
+            return host
+        if ip.ipv4_mapped is not None:
+            shown = str(ip.ipv4_mapped)
+        else:
+            shown = ":".join(format(int(group, 16), "x") for group in ip.exploded.split(":"))
+            if scope:
+                shown += "%" + scope
+        if len(_HOSTS) >= _MAX_HOSTS:
+            _HOSTS.clear()
+        _HOSTS[host] = shown
+    return shown
+
+
+def _who(conn) -> tuple[str, str]:
+    """(principal, host) of a connection, as the authorizer takes them."""
+    return str(conn.principal), kafka_host_address(conn.client_host)
+
+
 class Authorization:
     """The StandardAuthorizer of a broker and its ACL file."""
 
@@ -79,8 +114,8 @@ class Authorization:
     # -- decisions about a request ----------------------------------------------------------
 
     def allowed(self, ctx, op: AclOperation, rtype: ResourceType, name: str) -> bool:
-        conn = ctx.conn
-        return self.authorizer.authorize(str(conn.principal), conn.client_host, op, rtype, name)
+        principal, host = _who(ctx.conn)
+        return self.authorizer.authorize(principal, host, op, rtype, name)
 
     def cluster(self, ctx, op: AclOperation) -> bool:
         return self.allowed(ctx, op, ResourceType.CLUSTER, CLUSTER_NAME)
@@ -88,16 +123,14 @@ class Authorization:
     def allowed_names(self, ctx, op: AclOperation, rtype: ResourceType,
                       names: Iterable[str]) -> set[str]:
         """The names among ``names`` allowed, each decided once however often it repeats."""
-        conn = ctx.conn
-        principal, host, authorize = str(conn.principal), conn.client_host, \
-            self.authorizer.authorize
+        principal, host = _who(ctx.conn)
+        authorize = self.authorizer.authorize
         return {n for n in set(names) if authorize(principal, host, op, rtype, n)}
 
     def predicate(self, ctx, op: AclOperation, rtype: ResourceType) -> Callable[[str], bool]:
         """``name -> allowed``, remembering each answer for the rest of the request."""
-        conn = ctx.conn
-        principal, host, authorize = str(conn.principal), conn.client_host, \
-            self.authorizer.authorize
+        principal, host = _who(ctx.conn)
+        authorize = self.authorizer.authorize
         seen: dict[str, bool] = {}
 
         def check(name: str) -> bool:
@@ -108,23 +141,20 @@ class Authorization:
         return check
 
     def by_resource_type(self, ctx, op: AclOperation, rtype: ResourceType) -> bool:
-        conn = ctx.conn
-        return self.authorizer.authorize_by_resource_type(str(conn.principal), conn.client_host,
-                                                          op, rtype)
+        principal, host = _who(ctx.conn)
+        return self.authorizer.authorize_by_resource_type(principal, host, op, rtype)
 
     def operations(self, ctx, rtype: ResourceType, name: str) -> int:
-        conn = ctx.conn
-        return self.authorizer.authorized_operations(str(conn.principal), conn.client_host,
-                                                     rtype, name)
+        principal, host = _who(ctx.conn)
+        return self.authorizer.authorized_operations(principal, host, rtype, name)
 
     # -- changes (CreateAcls, DeleteAcls) ---------------------------------------------------
 
     def create(self, acls: list[AclBinding]) -> None:
-        changed = False
-        for acl in acls:
-            changed |= self.authorizer.add(acl)
-        if changed:
+        added = sum(self.authorizer.add(acl) for acl in acls)
+        if added:
             self.store.save(self.authorizer.acls)
+            log.info("acls created", acls=added, total=len(self.authorizer.acls))
 
     def delete(self, filters: list[AclBindingFilter],
                limit: int) -> list[list[AclBinding]] | None:
@@ -139,6 +169,7 @@ class Authorization:
             self.authorizer.remove(acl)
         if gone:
             self.store.save(self.authorizer.acls)
+            log.info("acls deleted", acls=len(gone), total=len(self.authorizer.acls))
         return deleted
 
 

@@ -11,7 +11,7 @@ from broker.security.authorizer import (CLUSTER_NAME, SUPPORTED_OPERATIONS, AclB
                                         ResourceType as RT, StandardAuthorizer, new_acl_error,
                                         operations_bitfield, parse_super_users)
 from broker.config import ConfigError
-from broker.security.authorization import AclFile
+from broker.security.authorization import AclFile, kafka_host_address
 
 ALICE, BOB = "User:alice", "User:bob"
 HOST, OTHER_HOST = "10.0.0.1", "10.0.0.2"
@@ -241,3 +241,16 @@ def test_acl_file_round_trip(tmp_path):
         (tmp_path / "acls.json").write_text(broken)
         with pytest.raises(ConfigError, match="is not a readable ACL file"):
             store.load()
+
+
+@pytest.mark.parametrize("address,expected", [
+    ("127.0.0.1", "127.0.0.1"),
+    ("::1", "0:0:0:0:0:0:0:1"),
+    ("fe80::1%eth0", "fe80:0:0:0:0:0:0:1%eth0"),
+    ("2001:db8::ff00:42:8329", "2001:db8:0:0:0:ff00:42:8329"),
+    ("::ffff:10.0.0.7", "10.0.0.7"),
+    ("", ""),
+])
+def test_client_addresses_as_kafka_writes_them(address, expected):
+    """ACL hosts are compared with Java's InetAddress.getHostAddress form of the address."""
+    assert kafka_host_address(address) == expected
