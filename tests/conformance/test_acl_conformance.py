@@ -852,3 +852,35 @@ def test_more_describe_filters(acl_target, clients, denied):
         assert answer.error_code == E.NONE
         return {s.transactional_id for s in answer.transaction_states}
     assert denied["txn"] in listed(client) and denied["txn"] not in listed(refused)
+
+
+def test_consumer_group_describe_hides_groups_with_refused_topics(acl_target, clients, denied):
+    """A consumer group whose members are assigned a topic the principal may not describe is
+    answered TOPIC_AUTHORIZATION_FAILED, without its members."""
+    client, refused = clients
+    group = denied["ok_group"] + "-cgd"
+    H = ConsumerGroupHeartbeatRequest
+    member = unique("member")
+    beat = client.call(H(group_id=group, member_id=member, member_epoch=0, instance_id=None,
+                         rack_id=None, rebalance_timeout_ms=30000,
+                         subscribed_topic_names=[denied["topic"]], subscribed_topic_regex=None,
+                         server_assignor=None, topic_partitions=[]), 1)
+    assert beat.error_code == E.NONE
+    assert eventually(lambda: [len(m.assignment.topic_partitions) + len(
+        m.target_assignment.topic_partitions) > 0 for g in client.call(
+            ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False),
+            0).groups for m in g.members], [True]) == [True]
+    described = refused.call(ConsumerGroupDescribeRequest(
+        group_ids=[group], include_authorized_operations=True), 0)
+    assert [(g.group_id, g.error_code, g.error_message, g.members)
+            for g in described.groups] == [
+        (group, E.TOPIC_AUTHORIZATION_FAILED,
+         "The group has described topic(s) that the client is not authorized to describe.", [])]
+    seen = client.call(ConsumerGroupDescribeRequest(group_ids=[group],
+                                                    include_authorized_operations=True), 0)
+    assert [(g.error_code, len(g.members), g.authorized_operations) for g in seen.groups] == [
+        (E.NONE, 1, sum(1 << op for op in (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS,
+                                           ALTER_CONFIGS)))]
+    client.call(H(group_id=group, member_id=member, member_epoch=-1, instance_id=None,
+                  rack_id=None, rebalance_timeout_ms=-1, subscribed_topic_names=None,
+                  subscribed_topic_regex=None, server_assignor=None, topic_partitions=None), 1)
