@@ -47,6 +47,8 @@ class Broker:
         self.ready = False
         self.fetches = FetchPurgatory(self)
         self.coordinator = build_coordinator(self)
+        if self.authorizer is not None:
+            self.coordinator.topic_filter = self.authorizer.describable_topics
         self.coordinator.stats.on_group_stable = self.metrics.group_stable
         self.transactions = build_transaction_coordinator(self)
 

@@ -147,6 +147,10 @@ class GroupCoordinator(CoordinatorRuntime):
         self.topic_exists = topic_exists if topic_exists is not None else (lambda t, p: True)
         #: topic metadata for consumer groups (see TopicsView)
         self.topics = topics if topics is not None else TopicsView()
+        #: ``topic_filter(context) -> (name -> bool)``: the topics a consumer-group member's
+        #: regular expression may resolve to, those its principal may DESCRIBE (the broker
+        #: sets it when it has an authorizer); None: every topic
+        self.topic_filter: Callable | None = None
         self.stats = Stats()
         self.heartbeat_purgatory = DelayedOperationPurgatory("Heartbeat", self.timer)
         self.rebalance_purgatory = DelayedOperationPurgatory("Rebalance", self.timer)
@@ -386,9 +390,11 @@ class GroupCoordinator(CoordinatorRuntime):
             return
         client_id = _client_id(context)
         client_host = _client_host(context)
+        topic_filter = self.topic_filter(context) if self.topic_filter is not None else None
         consumer = shard.consumer
         if request.member_epoch == 0 and consumer.defer is not None:
-            consumer.queue_join(request, api_version, client_id, client_host, respond)
+            consumer.queue_join(request, api_version, client_id, client_host, respond,
+                                topic_filter)
             return
         if consumer.joins:
             consumer.flush_joins(group_id)
@@ -396,7 +402,8 @@ class GroupCoordinator(CoordinatorRuntime):
         if response is not None:
             respond(response)
             return
-        records, response = consumer.heartbeat(request, api_version, client_id, client_host)
+        records, response = consumer.heartbeat(request, api_version, client_id, client_host,
+                                               topic_filter=topic_filter)
         if not records:
             respond(response)
             return

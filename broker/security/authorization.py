@@ -140,6 +140,10 @@ class Authorization:
             return verdict
         return check
 
+    def describable_topics(self, ctx) -> Callable[[str], bool]:
+        """The topics a consumer-group member's regular expression may resolve to."""
+        return self.predicate(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC)
+
     def by_resource_type(self, ctx, op: AclOperation, rtype: ResourceType) -> bool:
         principal, host = _who(ctx.conn)
         return self.authorizer.authorize_by_resource_type(principal, host, op, rtype)

@@ -12,6 +12,7 @@ not define (it builds them from hash sets) are compared sorted.
 """
 from __future__ import annotations
 
+import re
 import socket
 import time
 
@@ -884,3 +885,42 @@ def test_consumer_group_describe_hides_groups_with_refused_topics(acl_target, cl
     client.call(H(group_id=group, member_id=member, member_epoch=-1, instance_id=None,
                   rack_id=None, rebalance_timeout_ms=-1, subscribed_topic_names=None,
                   subscribed_topic_regex=None, server_assignor=None, topic_partitions=None), 1)
+
+
+def test_regex_subscription_leaves_out_refused_topics(acl_target, clients, denied):
+    """A member's regular expression resolves only to topics it may describe."""
+    client, refused = clients
+    M = MetadataRequest
+    ids = {t.name: t.topic_id for t in client.call(M(topics=[
+        M.MetadataRequestTopic(name=n) for n in (denied["topic"], denied["ok_topic"])],
+        allow_auto_topic_creation=False), 12).topics}
+    group = denied["ok_group"] + "-regex"
+    regex = f"({re.escape(denied['topic'])}|{re.escape(denied['ok_topic'])})"
+    H = ConsumerGroupHeartbeatRequest
+    member = unique("member")
+    beat = refused.call(H(group_id=group, member_id=member, member_epoch=0, instance_id=None,
+                          rack_id=None, rebalance_timeout_ms=30000, subscribed_topic_names=[],
+                          subscribed_topic_regex=regex, server_assignor=None,
+                          topic_partitions=[]), 1)
+    assert beat.error_code == E.NONE
+    state = {"epoch": beat.member_epoch, "assigned": None}
+
+    def note(answer):
+        """An answer carries the assignment only when it changed: keep the latest."""
+        assert answer.error_code == E.NONE, answer
+        state["epoch"] = answer.member_epoch
+        if answer.assignment is not None:
+            state["assigned"] = sorted(t.topic_id for t in answer.assignment.topic_partitions)
+
+    def assigned():
+        note(refused.call(H(group_id=group, member_id=member, member_epoch=state["epoch"],
+                            instance_id=None, rack_id=None, rebalance_timeout_ms=-1,
+                            subscribed_topic_names=None, subscribed_topic_regex=None,
+                            server_assignor=None, topic_partitions=None), 1))
+        return state["assigned"]
+    note(beat)
+    assert eventually(assigned, [ids[denied["ok_topic"]]], timeout=20) == \
+        [ids[denied["ok_topic"]]]
+    refused.call(H(group_id=group, member_id=member, member_epoch=-1, instance_id=None,
+                   rack_id=None, rebalance_timeout_ms=-1, subscribed_topic_names=None,
+                   subscribed_topic_regex=None, server_assignor=None, topic_partitions=None), 1)
