@@ -2,9 +2,10 @@
 
 Without an authorizer (``authorizer.class.name`` empty) DescribeAcls, CreateAcls and DeleteAcls
 answer SECURITY_DISABLED, as a Kafka broker without one (tools show "security is disabled").
-With one they need CLUSTER DESCRIBE (describe) or CLUSTER ALTER (create, delete), and a request
-with an UNKNOWN resource type, pattern type, operation or permission type is one Kafka cannot
-parse: the connection closes.
+With one they need CLUSTER DESCRIBE (describe) or CLUSTER ALTER (create, delete). A request
+carrying the code of UNKNOWN (0) as a resource type, pattern type, operation or permission type
+is one Kafka cannot parse: the connection closes. Other codes Kafka does not know read as
+UNKNOWN and are refused one creation or filter at a time.
 """
 from __future__ import annotations
 
