@@ -12,6 +12,7 @@ from .fetch_purgatory import FetchPurgatory
 from .offsets_topic import build_coordinator, load_all
 from .producer_ids import ProducerIdManager
 from .metrics import Metrics
+from .security.authorization import Authorization
 from .server import Server
 from .testing.faults import Faults
 from .timer import AsyncioTimerDriver
@@ -34,6 +35,8 @@ class Broker:
         self.debug = config["log.level"] == "debug"
         self.clock = wall_clock_ms
         self.metrics = Metrics(self)
+        #: None without authorizer.class.name: every request is allowed (one attribute check)
+        self.authorizer = Authorization.from_config(config)
         self.timer_driver = AsyncioTimerDriver(self.clock)
         self.timer = self.timer_driver.timer
         self.topics = TopicManager(config, config["log.dirs"])
@@ -44,6 +47,8 @@ class Broker:
         self.ready = False
         self.fetches = FetchPurgatory(self)
         self.coordinator = build_coordinator(self)
+        if self.authorizer is not None:
+            self.coordinator.topic_filter = self.authorizer.describable_topics
         self.coordinator.stats.on_group_stable = self.metrics.group_stable
         self.transactions = build_transaction_coordinator(self)
 

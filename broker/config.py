@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from broker.security import SECURITY_PROTOCOLS
+from broker.security.authorizer import STANDARD_AUTHORIZER
 
 
 class ConfigError(ValueError):
@@ -130,6 +131,14 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "distinguished name to the User: principal."),
     Setting("ssl.endpoint.identification.algorithm", _str, "https",
             "Clients' server host name check; accepted as Kafka does, a broker does not use it."),
+    Setting("authorizer.class.name", _str, "",
+            "The ACL authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer, or "
+            "empty for none (the ACL APIs answer SECURITY_DISABLED and every request is allowed)."),
+    Setting("super.users", _str, "",
+            "Principals the authorizer allows everything, separated by semicolons "
+            "(User:admin;User:ops)."),
+    Setting("allow.everyone.if.no.acl.found", _bool, False,
+            "With the authorizer: allow a request on a resource that has no ACL at all."),
     Setting("log.dirs", _opt_str, None,
             "Data directory; unset = in-memory storage (nothing on disk)."),
     Setting("num.partitions", int, 1, "Partitions of an auto-created topic."),
@@ -354,6 +363,10 @@ class BrokerConfig:
             raise ConfigError(f"security protocol {', '.join(unsupported)} is not supported yet: "
                               "only PLAINTEXT and SSL listeners can be configured")
         self._validate_listener_settings()
+        authorizer = self["authorizer.class.name"].strip()
+        if authorizer and authorizer != STANDARD_AUTHORIZER:
+            raise ConfigError(f"authorizer.class.name {authorizer!r} is not supported: the only "
+                              f"authorizer is {STANDARD_AUTHORIZER} (or empty for none)")
         if self["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
             raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:

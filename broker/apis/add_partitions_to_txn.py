@@ -5,6 +5,9 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import AddPartitionsToTxnResponse as Response
 
+from ..security.authorizer import AclOperation, ResourceType
+from ..topics import INTERNAL_TOPICS
+
 NAME = "AddPartitionsToTxn"
 VERSIONS = (0, 5)
 
@@ -44,13 +47,37 @@ def handle(broker, ctx, request, respond) -> None:
                 Result(transactional_id=tid, topic_results=_topic_results(errs))
                 for tid, errs in results]))
 
+    auth = broker.authorizer
+    if auth is not None and version >= 4 and not auth.cluster(ctx, AclOperation.CLUSTER_ACTION):
+        # the batched form is for brokers only
+        respond(Response(error_code=E.CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[]))
+        return
     if not transactions:
         respond(Response(error_code=0, results_by_transaction=[]))
         return
     coordinator = broker.transactions
+    may_write = auth.predicate(ctx, AclOperation.WRITE, ResourceType.TOPIC) \
+        if auth is not None and version < 4 else None
     for transactional_id, producer_id, producer_epoch, verify_only, topics in transactions:
         partitions = [(t.name, p) for t in topics for p in t.partitions]
-        unknown = {tp for tp in partitions if not coordinator.partition_exists(*tp)}
+        if may_write is not None:
+            if not auth.allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                transactional_id):
+                add_result(transactional_id, dict.fromkeys(
+                    partitions, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+                continue
+            # internal topics are never writable by clients
+            denied = {tp for tp in partitions if tp[0] in INTERNAL_TOPICS or not may_write(tp[0])}
+        else:
+            denied = set()
+        unknown = {tp for tp in partitions
+                   if tp not in denied and not coordinator.partition_exists(*tp)}
+        if denied:
+            add_result(transactional_id, {
+                tp: E.TOPIC_AUTHORIZATION_FAILED if tp in denied else
+                E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED
+                for tp in partitions})
+            continue
         if unknown:
             add_result(transactional_id, {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
                                           else E.OPERATION_NOT_ATTEMPTED for tp in partitions})

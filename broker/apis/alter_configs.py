@@ -6,7 +6,9 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import AlterConfigsResponse
 
+from ..security.authorizer import AclOperation
 from ..topics import validate_topic_config
+from .describe_configs import config_resource_denied
 
 NAME = "AlterConfigs"
 VERSIONS = (0, 2)
@@ -71,7 +73,7 @@ def apply(broker, topic, configs: dict[str, str | None], validate_only: bool) ->
         broker.topics.alter_configs(topic.name, configs)
 
 
-def alter_each(broker, request, changes_for) -> list[tuple[ErrorCode, str | None]]:
+def alter_each(broker, ctx, request, changes_for) -> list[tuple[ErrorCode, str | None]]:
     """(error, message) per resource of an AlterConfigs or IncrementalAlterConfigs request:
     ``changes_for(broker, topic, configs)`` says what to set (None: back to the default); each
     resource changes all or nothing."""
@@ -82,6 +84,10 @@ def alter_each(broker, request, changes_for) -> list[tuple[ErrorCode, str | None
             if (res.resource_type, res.resource_name) in twice:
                 raise ConfigError(ErrorCode.INVALID_REQUEST,
                                   "Each resource must appear at most once.")
+            refused = config_resource_denied(broker, ctx, AclOperation.ALTER_CONFIGS,
+                                             res.resource_type, res.resource_name)
+            if refused is not None:
+                raise ConfigError(*refused)
             topic = check_resource(broker, res.resource_type, res.resource_name)
             apply(broker, topic, changes_for(broker, topic, res.configs), request.validate_only)
             answers.append((ErrorCode.NONE, None))
@@ -101,7 +107,7 @@ def _whole_set(broker, topic, configs) -> dict[str, str | None]:
 
 
 def handle(broker, ctx, request, respond) -> None:
-    answers = alter_each(broker, request, _whole_set)
+    answers = alter_each(broker, ctx, request, _whole_set)
     respond(AlterConfigsResponse(responses=[
         Result(error_code=error, error_message=message, resource_type=res.resource_type,
                resource_name=res.resource_name)

@@ -6,6 +6,9 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import AlterPartitionReassignmentsResponse
 
+from ..security.authorizer import AclOperation
+from .acls import cluster_denied_message
+
 from .replicas import broker_ids, placement, reassign
 
 NAME = "AlterPartitionReassignments"
@@ -75,6 +78,17 @@ def alter(broker, topic_name: str, index: int, target: list[int] | None,
 
 def handle(broker, ctx, request, respond) -> None:
     allow = request.allow_replication_factor_change if ctx.api_version >= 1 else True
+    auth = broker.authorizer
+    if auth is not None and not auth.cluster(ctx, AclOperation.ALTER):
+        message = cluster_denied_message(NAME, AclOperation.ALTER)
+        error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        respond(AlterPartitionReassignmentsResponse(
+            allow_replication_factor_change=True, error_code=error, error_message=message,
+            responses=[TopicResponse(name=t.name, partitions=[
+                PartitionResponse(partition_index=p.partition_index, error_code=error,
+                                  error_message=message) for p in t.partitions])
+                for t in request.topics]))
+        return
     if not request.topics:
         # Kafka's controller answers an empty request with an empty answer, defaults included
         respond(AlterPartitionReassignmentsResponse(

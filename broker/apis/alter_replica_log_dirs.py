@@ -7,6 +7,8 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import AlterReplicaLogDirsResponse
 
+from ..security.authorizer import AclOperation
+
 from .replicas import named_log_dir, partition_log_dir, placement
 
 NAME = "AlterReplicaLogDirs"
@@ -45,9 +47,13 @@ def handle(broker, ctx, request, respond) -> None:
             for index in t.partitions:
                 destinations[(t.name, index)] = d.path
     by_topic: dict[str, list] = {}
+    auth = broker.authorizer
+    allowed = auth is None or auth.cluster(ctx, AclOperation.ALTER)
     for (topic_name, index), path in destinations.items():
         by_topic.setdefault(topic_name, []).append(PartitionResult(
-            partition_index=index, error_code=move(broker, topic_name, index, path)))
+            partition_index=index,
+            error_code=move(broker, topic_name, index, path) if allowed
+            else ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
     respond(AlterReplicaLogDirsResponse(results=[
         TopicResult(topic_name=name, partitions=partitions)
         for name, partitions in by_topic.items()]))

@@ -4,6 +4,8 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import CreatePartitionsResponse
 
+from ..security.authorizer import AclOperation, ResourceType
+
 NAME = "CreatePartitions"
 VERSIONS = (0, 3)
 
@@ -17,7 +19,14 @@ MAX_RECORDS_PER_REQUEST = 10_000
 def handle(broker, ctx, request, respond) -> None:
     results = []
     records = 0     # new partitions so far: Kafka's controller writes one record each
+    auth = broker.authorizer
+    may_alter = auth.predicate(ctx, AclOperation.ALTER, ResourceType.TOPIC) \
+        if auth is not None else None
     for t in request.topics:
+        if may_alter is not None and not may_alter(t.name):
+            results.append(Result(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                  error_message=None))
+            continue
         topic = broker.topics.get(t.name)
         if topic is None:
             results.append(Result(name=t.name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

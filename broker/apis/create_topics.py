@@ -4,6 +4,7 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import CreateTopicsResponse
 
+from ..security.authorizer import AclOperation, ResourceType
 from ..topics import validate_topic_config, validate_topic_name
 
 NAME = "CreateTopics"
@@ -88,18 +89,48 @@ def requested_partitions(request, default_partitions: int) -> int:
     return total
 
 
-def _refuse_all(request, message: str) -> CreateTopicsResponse:
+def _refuse_all(request, message: str, refused: list) -> CreateTopicsResponse:
     """The whole request fails, every topic with it, as Kafka's controller fails it."""
     return CreateTopicsResponse(topics=[
         Result(name=topic.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=message,
                num_partitions=-1, replication_factor=-1, configs=None)
-        for topic in request.topics])
+        for topic in request.topics] + refused)
+
+
+def _authorize(auth, ctx, request) -> tuple[list, object]:
+    """Kafka's controller checks: CREATE on the cluster or on each topic (the others are left
+    out and answered TOPIC_AUTHORIZATION_FAILED at the end), and DESCRIBE_CONFIGS on a created
+    topic to see its configs. Returns (refused results, may see configs)."""
+    counts: dict[str, int] = {}
+    for topic in request.topics:
+        counts[topic.name] = counts.get(topic.name, 0) + 1
+    if auth.cluster(ctx, AclOperation.CREATE):
+        may_create = None
+    else:
+        may_create = auth.predicate(ctx, AclOperation.CREATE, ResourceType.TOPIC)
+    refused = []
+    if may_create is not None:
+        kept = []
+        for topic in request.topics:
+            if counts[topic.name] == 1 and not may_create(topic.name):
+                refused.append(Result(name=topic.name,
+                                      error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                      error_message="Authorization failed.", num_partitions=-1,
+                                      replication_factor=-1, configs=None))
+            else:
+                kept.append(topic)
+        request.topics = kept
+    return refused, auth.predicate(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC)
 
 
 def handle(broker, ctx, request, respond) -> None:
+    refused, may_see_configs = [], None
+    if broker.authorizer is not None:
+        refused, may_see_configs = _authorize(broker.authorizer, ctx, request)
     if requested_partitions(request, broker.config["num.partitions"]) > \
             MAX_PARTITIONS_PER_REQUEST:
-        respond(_refuse_all(request, "Excessively large number of partitions per request."))
+        respond(_refuse_all(request, "Excessively large number of partitions per request.",
+                            refused))
         return
     seen: dict[str, int] = {}
     for topic in request.topics:
@@ -118,7 +149,8 @@ def handle(broker, ctx, request, respond) -> None:
             records += 1 + partitions + len(configs)
         checked.append((topic, error, message, partitions, configs))
     if records > MAX_RECORDS_PER_REQUEST:
-        respond(_refuse_all(request, "Unable to perform excessively large batch operation."))
+        respond(_refuse_all(request, "Unable to perform excessively large batch operation.",
+                            refused))
         return
     results = []
     for topic, error, message, partitions, configs in checked:
@@ -135,9 +167,14 @@ def handle(broker, ctx, request, respond) -> None:
                                config_source=SOURCE_DYNAMIC_TOPIC if n in configs else
                                SOURCE_DEFAULT, is_sensitive=False)
                    for n, (d, _) in sorted(broker.topics.defaults.items())]
-        result = Result(name=topic.name, error_code=ErrorCode.NONE, error_message=None,
-                        num_partitions=partitions, replication_factor=1, configs=entries)
+        if may_see_configs is None or may_see_configs(topic.name):
+            result = Result(name=topic.name, error_code=ErrorCode.NONE, error_message=None,
+                            num_partitions=partitions, replication_factor=1, configs=entries)
+        else:  # created, but its configs are not shown
+            result = Result(name=topic.name, error_code=ErrorCode.NONE, error_message=None,
+                            num_partitions=-1, replication_factor=-1, configs=[],
+                            topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         if topic_id is not None:
             result.topic_id = topic_id
         results.append(result)
-    respond(CreateTopicsResponse(topics=results))
+    respond(CreateTopicsResponse(topics=results + refused))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import DeleteRecordsResponse
 
+from ..security.authorizer import AclOperation, ResourceType
+
 from ..log.base import OffsetOutOfRange
 
 NAME = "DeleteRecords"
@@ -16,10 +18,16 @@ PartitionResult = DeleteRecordsResponse.DeleteRecordsPartitionResult
 
 def handle(broker, ctx, request, respond) -> None:
     results = []
+    auth = broker.authorizer
+    may_delete = auth.predicate(ctx, AclOperation.DELETE, ResourceType.TOPIC) \
+        if auth is not None else None
     for t in request.topics:
         partitions = []
         for p in t.partitions:
-            low, error = _delete(broker, t.name, p.partition_index, p.offset)
+            if may_delete is not None and not may_delete(t.name):
+                low, error = -1, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            else:
+                low, error = _delete(broker, t.name, p.partition_index, p.offset)
             partitions.append(PartitionResult(partition_index=p.partition_index,
                                               low_watermark=low, error_code=error))
         results.append(TopicResult(name=t.name, partitions=partitions))

@@ -4,6 +4,8 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeClusterResponse
 
+from ..security.authorization import cluster_authorized_operations
+
 NAME = "DescribeCluster"
 VERSIONS = (0, 2)
 
@@ -17,6 +19,8 @@ def handle(broker, ctx, request, respond) -> None:
         return
     respond(DescribeClusterResponse(
         error_code=ErrorCode.NONE, endpoint_type=1, cluster_id=broker.cluster_id,
-        controller_id=broker.node_id, cluster_authorized_operations=-2147483648,
+        controller_id=broker.node_id, cluster_authorized_operations=cluster_authorized_operations(
+            broker.authorizer, ctx) if request.include_cluster_authorized_operations
+        else -2147483648,
         brokers=[DescribeClusterResponse.DescribeClusterBroker(
             broker_id=broker.node_id, host=host, port=port, rack=None, is_fenced=False)]))

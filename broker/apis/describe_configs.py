@@ -5,12 +5,13 @@ from protocol.errors import ErrorCode
 from protocol.messages import DescribeConfigsResponse
 
 from ..config import SETTINGS
+from ..security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from ..topics import INT_TOPIC_CONFIGS
 
 NAME = "DescribeConfigs"
 VERSIONS = (1, 4)
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_LIST = 1, 2, 3, 5, 7
 
@@ -56,10 +57,47 @@ def _broker_entries(broker, keys):
     return out
 
 
+#: config resource type -> (the ACL resource whose configs it is, the error when denied)
+_ACL_RESOURCES = {
+    TOPIC: (ResourceType.TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            "Topic authorization failed."),
+    BROKER: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+             "Cluster authorization failed."),
+    BROKER_LOGGER: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    "Cluster authorization failed."),
+    CLIENT_METRICS: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                     "Cluster authorization failed."),
+    GROUP: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED,
+            "Group authorization failed."),
+}
+
+
+def config_resource_denied(broker, ctx, op: AclOperation, resource_type: int,
+                           name: str) -> tuple[int, str] | None:
+    """(error, message) when the authorizer refuses ``op`` (DESCRIBE_CONFIGS or ALTER_CONFIGS)
+    on a config resource: a topic's or group's own ACLs, the cluster's for broker configs."""
+    auth = broker.authorizer
+    acl = _ACL_RESOURCES.get(resource_type)
+    if auth is None or acl is None:
+        return None
+    rtype, error, message = acl
+    if auth.allowed(ctx, op, rtype, CLUSTER_NAME if rtype == ResourceType.CLUSTER else name):
+        return None
+    return error, message
+
+
 def handle(broker, ctx, request, respond) -> None:
     results = []
+    denied = []   # Kafka lists the refused resources after the others
     for res in request.resources:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        refused = config_resource_denied(broker, ctx, AclOperation.DESCRIBE_CONFIGS,
+                                         res.resource_type, res.resource_name)
+        if refused is not None:
+            denied.append(Result(error_code=refused[0], error_message=refused[1],
+                                 resource_type=res.resource_type,
+                                 resource_name=res.resource_name, configs=[]))
+            continue
         if res.resource_type == TOPIC:
             topic = broker.topics.get(res.resource_name)
             if topic is None:
@@ -83,7 +121,8 @@ def handle(broker, ctx, request, respond) -> None:
                                   resource_type=res.resource_type,
                                   resource_name=res.resource_name, configs=[]))
             continue
-        results.append(Result(error_code=ErrorCode.NONE, error_message=None,
+        # Kafka's success carries an empty message, not none
+        results.append(Result(error_code=ErrorCode.NONE, error_message="",
                               resource_type=res.resource_type, resource_name=res.resource_name,
                               configs=configs))
-    respond(DescribeConfigsResponse(results=results))
+    respond(DescribeConfigsResponse(results=results + denied))

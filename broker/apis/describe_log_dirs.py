@@ -8,6 +8,8 @@ import shutil
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeLogDirsResponse
 
+from ..security.authorizer import AclOperation
+
 NAME = "DescribeLogDirs"
 VERSIONS = (1, 5)
 
@@ -19,6 +21,11 @@ IN_MEMORY = "in-memory"
 
 
 def handle(broker, ctx, request, respond) -> None:
+    auth = broker.authorizer
+    if auth is not None and not auth.cluster(ctx, AclOperation.DESCRIBE):
+        respond(DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                        results=[]))
+        return
     if request.topics is None:
         wanted = [(topic, None) for topic in broker.topics.topics.values()]
     else:

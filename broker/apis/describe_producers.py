@@ -6,6 +6,8 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeProducersResponse
 
+from ..security.authorizer import AclOperation, ResourceType
+
 NAME = "DescribeProducers"
 VERSIONS = (0, 0)
 
@@ -16,8 +18,17 @@ ProducerState = DescribeProducersResponse.ProducerState
 
 def handle(broker, ctx, request, respond) -> None:
     topics = []
+    auth = broker.authorizer
+    may_read = auth.predicate(ctx, AclOperation.READ, ResourceType.TOPIC) \
+        if auth is not None else None
     for t in request.topics:
         partitions = []
+        if may_read is not None and not may_read(t.name):
+            topics.append(TopicResponse(name=t.name, partitions=[PartitionResponse(
+                partition_index=index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                error_message="Topic authorization failed.", active_producers=[])
+                for index in t.partition_indexes]))
+            continue
         for index in t.partition_indexes:
             partition = broker.topics.partition(t.name, index)
             if partition is None:

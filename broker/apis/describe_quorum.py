@@ -13,6 +13,8 @@ import uuid
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeQuorumResponse
 
+from ..security.authorizer import AclOperation
+
 from .replicas import broker_ids, log_dirs
 
 NAME = "DescribeQuorum"
@@ -51,6 +53,12 @@ def _refused(request) -> DescribeQuorumResponse:
 
 def handle(broker, ctx, request, respond) -> None:
     topics = request.topics
+    auth = broker.authorizer
+    if auth is not None and not auth.cluster(ctx, AclOperation.DESCRIBE):
+        respond(DescribeQuorumResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                       error_message="Cluster authorization failed.",
+                                       topics=[], nodes=[]))
+        return
     if not (len(topics) == 1 and topics[0].topic_name == METADATA_TOPIC
             and len(topics[0].partitions) == 1 and topics[0].partitions[0].partition_index == 0):
         respond(_refused(request))

@@ -7,7 +7,8 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeTopicPartitionsResponse
 
-from ..topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, validate_topic_name
+from ..security.authorizer import AclOperation, ResourceType
+from ..topics import INTERNAL_TOPICS, validate_topic_name
 from .replicas import placement
 
 NAME = "DescribeTopicPartitions"
@@ -19,8 +20,6 @@ Cursor = DescribeTopicPartitionsResponse.Cursor
 
 #: Kafka's max.request.partition.size.limit default: no answer holds more partitions
 MAX_PARTITIONS = 2000
-#: the names Kafka treats as internal, whether or not the topic exists yet
-INTERNAL_TOPICS = {OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, "__share_group_state"}
 #: every operation on a topic (read, write, create, delete, alter, describe, describe and alter
 #: configs), as Kafka reports them without an authorizer
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
@@ -68,6 +67,18 @@ def handle(broker, ctx, request, respond) -> None:
         # and fails the whole request on the missing cursor
         respond(_refused(request, ErrorCode.UNKNOWN_SERVER_ERROR))
         return
+    denied = []
+    auth = broker.authorizer
+    if auth is not None:
+        # topics the principal may not describe: left out of "all topics", else refused (after
+        # the others, without their id)
+        may_describe = auth.predicate(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC)
+        allowed = [n for n in wanted if may_describe(n)]
+        if not every_topic:
+            denied = [Topic_(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=n,
+                             is_internal=False, partitions=[])
+                      for n in wanted if not may_describe(n)]
+        wanted = allowed
     remaining = max(min(MAX_PARTITIONS, request.response_partition_limit), 1)
     answered = []
     next_cursor = None
@@ -95,4 +106,7 @@ def handle(broker, ctx, request, respond) -> None:
             next_cursor = Cursor(topic_name=name, partition_index=end)
             break
         remaining -= len(partitions)
-    respond(DescribeTopicPartitionsResponse(topics=answered, next_cursor=next_cursor))
+    if auth is not None:
+        for entry in answered:
+            entry.topic_authorized_operations = auth.operations(ctx, ResourceType.TOPIC, entry.name)
+    respond(DescribeTopicPartitionsResponse(topics=answered + denied, next_cursor=next_cursor))

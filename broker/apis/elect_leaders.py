@@ -8,6 +8,9 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import ElectLeadersResponse
 
+from ..security.authorizer import AclOperation
+from .acls import cluster_denied_message
+
 from .replicas import elect_leader, placement
 
 NAME = "ElectLeaders"
@@ -49,6 +52,17 @@ def elect(broker, topic_name: str, index: int, election_type: int) -> tuple[int,
 def handle(broker, ctx, request, respond) -> None:
     version = ctx.api_version
     election_type = request.election_type if version >= 1 else PREFERRED
+    auth = broker.authorizer
+    if auth is not None and not auth.cluster(ctx, AclOperation.ALTER):
+        message = cluster_denied_message(NAME, AclOperation.ALTER)
+        respond(ElectLeadersResponse(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, replica_election_results=[
+                Result(topic=t.topic, partition_result=[
+                    PartitionResult(partition_id=p,
+                                    error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                    error_message=message) for p in t.partitions])
+                for t in request.topic_partitions or ()]))
+        return
     if request.topic_partitions == []:  # nothing to elect: not even the type is looked at
         respond(ElectLeadersResponse(error_code=ErrorCode.NONE, replica_election_results=[]))
         return

@@ -5,6 +5,8 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import EndTxnResponse
 
+from ..security.authorizer import AclOperation, ResourceType
+
 NAME = "EndTxn"
 VERSIONS = (0, 5)
 
@@ -13,6 +15,13 @@ E = ErrorCode
 
 def handle(broker, ctx, request, respond) -> None:
     version = ctx.api_version
+    auth = broker.authorizer
+    if auth is not None and not auth.allowed(ctx, AclOperation.WRITE,
+                                             ResourceType.TRANSACTIONAL_ID,
+                                             request.transactional_id):
+        respond(EndTxnResponse(error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                               producer_id=-1, producer_epoch=-1))
+        return
 
     def answer(error, producer_id, producer_epoch) -> None:
         if version < 2 and error == E.PRODUCER_FENCED:

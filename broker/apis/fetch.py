@@ -14,6 +14,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import FetchResponse
 
 from ..log import OffsetOutOfRange
+from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "Fetch"
 VERSIONS = (4, 12)
@@ -86,6 +87,8 @@ def handle(broker, ctx, request, respond) -> None:
         respond(FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
                               session_id=0, responses=[]))
         return
+    if broker.authorizer is not None:
+        respond = _authorize(broker.authorizer, ctx, request, respond)
     responses, total, errors = read(broker, request)
     if total >= request.min_bytes or errors or request.max_wait_ms <= 0 or not request.topics:
         broker.metrics.fetched(responses)
@@ -93,3 +96,21 @@ def handle(broker, ctx, request, respond) -> None:
         return
     ctx.park()
     broker.fetches.wait(request, respond)
+
+
+def _authorize(auth, ctx, request, respond):
+    """Each topic needs READ: the partitions of the others are answered
+    TOPIC_AUTHORIZATION_FAILED along with what the fetch reads (now or once it waited)."""
+    may_read = auth.predicate(ctx, AclOperation.READ, ResourceType.TOPIC)
+    denied = [ft for ft in request.topics if not may_read(ft.topic)]
+    if not denied:
+        return respond
+    request.topics = [ft for ft in request.topics if may_read(ft.topic)]
+    uncommitted = request.isolation_level == 0
+
+    def respond_with_denied(response) -> None:
+        response.responses.extend(TopicData(topic=ft.topic, partitions=[
+            _error(fp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED, uncommitted)
+            for fp in ft.partitions]) for ft in denied)
+        respond(response)
+    return respond_with_denied

@@ -8,14 +8,31 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import FindCoordinatorResponse
 
+from ..security.authorizer import AclOperation, ResourceType
+
 NAME = "FindCoordinator"
 VERSIONS = (0, 6)
 
 GROUP, TRANSACTION = 0, 1
+_DENIED_MESSAGES = {ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+                        "Transactional Id authorization failed."}
 Coordinator = FindCoordinatorResponse.Coordinator
 
 
+#: what Kafka asks of a key before it looks for its coordinator, and its error when denied
+_DESCRIBE = {GROUP: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+             TRANSACTION: (ResourceType.TRANSACTIONAL_ID,
+                           ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
+
+
 def _answer(broker, ctx, key: str, key_type: int) -> tuple[int, str | None]:
+    auth = broker.authorizer
+    if auth is not None and key_type in _DESCRIBE:
+        rtype, denied = _DESCRIBE[key_type]
+        if not auth.allowed(ctx, AclOperation.DESCRIBE, rtype, key):
+            # Kafka's message for the error (v4+ answers carry none)
+            return denied, _DENIED_MESSAGES[denied] if ctx.api_version < 4 else ""
     if key_type == TRANSACTION:
         return ErrorCode.NONE, None
     if key_type != GROUP:

@@ -49,7 +49,7 @@ def _changes(broker, topic, configs) -> dict[str, str | None]:
 
 
 def handle(broker, ctx, request, respond) -> None:
-    answers = alter_each(broker, request, _changes)
+    answers = alter_each(broker, ctx, request, _changes)
     respond(IncrementalAlterConfigsResponse(responses=[
         Result(error_code=error, error_message=message, resource_type=res.resource_type,
                resource_name=res.resource_name)

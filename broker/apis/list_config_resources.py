@@ -8,6 +8,8 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import ListConfigResourcesResponse
 
+from ..security.authorizer import AclOperation
+
 from .replicas import broker_ids
 
 NAME = "ListConfigResources"
@@ -19,6 +21,11 @@ Resource = ListConfigResourcesResponse.ConfigResource
 
 
 def handle(broker, ctx, request, respond) -> None:
+    auth = broker.authorizer
+    if auth is not None and not auth.cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
+        respond(ListConfigResourcesResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                            config_resources=[]))
+        return
     known = {CLIENT_METRICS} if ctx.api_version == 0 else {TOPIC, BROKER, BROKER_LOGGER,
                                                           CLIENT_METRICS, GROUP}
     wanted = set(request.resource_types) if ctx.api_version >= 1 else set()

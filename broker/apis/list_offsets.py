@@ -9,6 +9,8 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import ListOffsetsResponse
 
+from ..security.authorizer import AclOperation, ResourceType
+
 NAME = "ListOffsets"
 VERSIONS = (1, 10)
 
@@ -43,7 +45,17 @@ def lookup(log, timestamp: int, committed: bool = False) -> tuple[int, int]:
 def handle(broker, ctx, request, respond) -> None:
     committed = request.isolation_level == 1 and request.replica_id == -1
     results = []
+    denied = []   # each topic needs DESCRIBE; Kafka lists the refused ones last
+    auth = broker.authorizer
+    may_describe = auth.predicate(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC) \
+        if auth is not None else None
     for t in request.topics:
+        if may_describe is not None and not may_describe(t.name):
+            denied.append(TopicResult(name=t.name, partitions=[
+                PartitionResult(partition_index=p.partition_index,
+                                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, timestamp=-1,
+                                offset=-1, leader_epoch=-1) for p in t.partitions]))
+            continue
         topic = broker.topics.get(t.name)
         parts = []
         for p in t.partitions:
@@ -57,4 +69,4 @@ def handle(broker, ctx, request, respond) -> None:
             parts.append(PartitionResult(partition_index=index, error_code=ErrorCode.NONE,
                                          timestamp=ts, offset=offset, leader_epoch=0))
         results.append(TopicResult(name=t.name, partitions=parts))
-    respond(ListOffsetsResponse(topics=results))
+    respond(ListOffsetsResponse(topics=results + denied))

@@ -6,6 +6,9 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import ListPartitionReassignmentsResponse
 
+from ..security.authorizer import AclOperation
+from .acls import cluster_denied_message
+
 from .replicas import placement
 
 NAME = "ListPartitionReassignments"
@@ -31,6 +34,16 @@ def _ongoing(broker, topic, indexes) -> TopicAnswer | None:
 
 def handle(broker, ctx, request, respond) -> None:
     topics = broker.topics
+    auth = broker.authorizer
+    if auth is not None and not auth.cluster(ctx, AclOperation.DESCRIBE):
+        respond(ListPartitionReassignmentsResponse(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            error_message=cluster_denied_message(NAME, AclOperation.DESCRIBE),
+            topics=[TopicAnswer(name=t.name, partitions=[
+                PartitionAnswer(partition_index=p, replicas=[], adding_replicas=[],
+                                removing_replicas=[]) for p in t.partition_indexes])
+                for t in request.topics or ()]))
+        return
     if request.topics is None:
         wanted = [(topic, range(len(topic.partitions))) for topic in topics.topics.values()]
     else:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from protocol.messages import ListTransactionsResponse
 
+from ..security.authorizer import AclOperation, ResourceType
+
 NAME = "ListTransactions"
 VERSIONS = (0, 2)
 
@@ -16,6 +18,11 @@ def handle(broker, ctx, request, respond) -> None:
         request.producer_id_filters, request.state_filters,
         request.duration_filter if version >= 1 else -1,
         request.transactional_id_pattern if version >= 2 else None)
+    auth = broker.authorizer
+    if auth is not None:
+        # only the transactional ids the principal may describe
+        may_describe = auth.predicate(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID)
+        rows = [row for row in rows if may_describe(row[0])]
     respond(ListTransactionsResponse(
         error_code=int(error), unknown_state_filters=unknown,
         transaction_states=[State(transactional_id=tid, producer_id=pid, transaction_state=state)

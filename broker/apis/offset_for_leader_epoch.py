@@ -7,6 +7,8 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import OffsetForLeaderEpochResponse
 
+from ..security.authorizer import AclOperation, ResourceType
+
 from .replicas import leader_epochs, placement
 
 NAME = "OffsetForLeaderEpoch"
@@ -58,6 +60,20 @@ def _answer(broker, topic_name: str, p) -> EpochEndOffset:
 
 
 def handle(broker, ctx, request, respond) -> None:
-    respond(OffsetForLeaderEpochResponse(topics=[
-        TopicResult(topic=t.topic, partitions=[_answer(broker, t.topic, p) for p in t.partitions])
-        for t in request.topics]))
+    auth = broker.authorizer
+    may_describe = None
+    if auth is not None and not auth.cluster(ctx, AclOperation.CLUSTER_ACTION):
+        # consumers check for truncation (KIP-320) with DESCRIBE on the topic
+        may_describe = auth.predicate(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC)
+    answered, denied = [], []
+    for t in request.topics:
+        if may_describe is not None and not may_describe(t.topic):
+            denied.append(TopicResult(topic=t.topic, partitions=[
+                EpochEndOffset(partition=p.partition,
+                               error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                               leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_OFFSET)
+                for p in t.partitions]))
+        else:
+            answered.append(TopicResult(topic=t.topic, partitions=[
+                _answer(broker, t.topic, p) for p in t.partitions]))
+    respond(OffsetForLeaderEpochResponse(topics=answered + denied))

@@ -19,6 +19,8 @@ from protocol.errors import ErrorCode
 from protocol.messages import ProduceResponse
 from protocol.records import TRANSACTIONAL_FLAG, CorruptRecordError
 
+from ..security.authorizer import AclOperation, ResourceType
+
 from ..log import InvalidRecordError, validate_batches
 
 NAME = "Produce"
@@ -160,6 +162,10 @@ def handle(broker, ctx, request, respond) -> None:
 
 
 def _handle(broker, ctx, request, respond) -> None:
+    if broker.authorizer is not None:
+        respond = _authorize(broker.authorizer, ctx, request, respond)
+        if respond is None:
+            return
     if request.transactional_id is not None:
         TransactionalProduce(broker, ctx, request, respond).start()
         return
@@ -182,6 +188,31 @@ def _handle(broker, ctx, request, respond) -> None:
         respond(None)
     else:
         respond(ProduceResponse(responses=responses))
+
+
+def _authorize(auth, ctx, request, respond):
+    """Kafka's checks: transactional records need WRITE on the transactional id (else the whole
+    request fails), each topic needs WRITE (else its partitions get TOPIC_AUTHORIZATION_FAILED
+    and the others go on). Returns the ``respond`` to go on with, or None once answered."""
+    if _has_transactional_records(request) and (
+            request.transactional_id is None or not auth.allowed(
+                ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                request.transactional_id)):
+        _answer_all(request, respond, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
+        return None
+    may_write = auth.predicate(ctx, AclOperation.WRITE, ResourceType.TOPIC)
+    denied = [td for td in request.topic_data if not may_write(td.name)]
+    if not denied:
+        return respond
+    request.topic_data = [td for td in request.topic_data if may_write(td.name)]
+
+    def respond_with_denied(response) -> None:
+        if response is not None:
+            response.responses.extend(TopicResponse(name=td.name, partition_responses=[
+                _error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                for pd in td.partition_data]) for td in denied)
+        respond(response)
+    return respond_with_denied
 
 
 def _resume(conn) -> None:

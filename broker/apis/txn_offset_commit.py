@@ -7,6 +7,8 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import TxnOffsetCommitResponse
 
+from ..security.authorizer import AclOperation, ResourceType
+
 NAME = "TxnOffsetCommit"
 VERSIONS = (0, 5)
 
@@ -32,8 +34,29 @@ def handle(broker, ctx, request, respond) -> None:
             out.append(TopicResponse(name=t.name, partitions=parts))
         respond(TxnOffsetCommitResponse(topics=out))
 
+    auth = broker.authorizer
+    denied = set()
+    if auth is not None:
+        # WRITE on the transactional id, READ on the group, READ on each topic
+        error = E.NONE
+        if not auth.allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                            request.transactional_id):
+            error = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif not auth.allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+            error = E.GROUP_AUTHORIZATION_FAILED
+        if error:
+            answer({(t.name, p.partition_index): error for t in request.topics
+                    for p in t.partitions})
+            return
+        may_read = auth.predicate(ctx, AclOperation.READ, ResourceType.TOPIC)
+        denied = {t.name for t in request.topics if not may_read(t.name)}
     partitions = []
     for t in request.topics:
+        if t.name in denied:
+            partitions.extend((t.name, p.partition_index, p.committed_offset,
+                               p.committed_leader_epoch, p.committed_metadata,
+                               E.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions)
+            continue
         known = topics.get(t.name) is not None
         for p in t.partitions:
             error = None if known and topics.partition(t.name, p.partition_index) is not None \

@@ -46,9 +46,9 @@ log = structlog.get_logger("broker.coordinator")
 
 E = ErrorCode
 
-#: DescribeGroups authorized_operations for a group when asked (no ACLs here: everything Kafka
-#: allows on a group resource): READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10),
-#: ALTER_CONFIGS(11).
+#: DescribeGroups authorized_operations for a group when asked, without an authorizer (everything
+#: Kafka allows on a group resource): READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10),
+#: ALTER_CONFIGS(11). With one, broker/apis/groups.py fills the field from the ACLs.
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
@@ -147,6 +147,10 @@ class GroupCoordinator(CoordinatorRuntime):
         self.topic_exists = topic_exists if topic_exists is not None else (lambda t, p: True)
         #: topic metadata for consumer groups (see TopicsView)
         self.topics = topics if topics is not None else TopicsView()
+        #: ``topic_filter(context) -> (name -> bool)``: the topics a consumer-group member's
+        #: regular expression may resolve to, those its principal may DESCRIBE (the broker
+        #: sets it when it has an authorizer); None: every topic
+        self.topic_filter: Callable | None = None
         self.stats = Stats()
         self.heartbeat_purgatory = DelayedOperationPurgatory("Heartbeat", self.timer)
         self.rebalance_purgatory = DelayedOperationPurgatory("Rebalance", self.timer)
@@ -386,9 +390,11 @@ class GroupCoordinator(CoordinatorRuntime):
             return
         client_id = _client_id(context)
         client_host = _client_host(context)
+        topic_filter = self.topic_filter(context) if self.topic_filter is not None else None
         consumer = shard.consumer
         if request.member_epoch == 0 and consumer.defer is not None:
-            consumer.queue_join(request, api_version, client_id, client_host, respond)
+            consumer.queue_join(request, api_version, client_id, client_host, respond,
+                                topic_filter)
             return
         if consumer.joins:
             consumer.flush_joins(group_id)
@@ -396,7 +402,8 @@ class GroupCoordinator(CoordinatorRuntime):
         if response is not None:
             respond(response)
             return
-        records, response = consumer.heartbeat(request, api_version, client_id, client_host)
+        records, response = consumer.heartbeat(request, api_version, client_id, client_host,
+                                               topic_filter=topic_filter)
         if not records:
             respond(response)
             return

@@ -88,15 +88,16 @@ class ConsumerGroupManager:
 
     # ================================================================== ConsumerGroupHeartbeat
     def heartbeat(self, request, version: int, client_id: str, client_host: str,
-                  postponed: list | None = None) -> tuple:
+                  postponed: list | None = None, topic_filter=None) -> tuple:
         """-> (records, response). Nothing is changed until the shard stores the records.
         With ``postponed`` (see flush_joins) the response may be None: its target assignment
-        and reconciliation were added to ``postponed``."""
+        and reconciliation were added to ``postponed``. ``topic_filter`` (name -> bool), when
+        given, limits what the member's regular expression resolves to (its authorization)."""
         try:
             self._validate(request, version)
             if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(request)
-            return self._heartbeat(request, client_id, client_host, postponed)
+            return self._heartbeat(request, client_id, client_host, postponed, topic_filter)
         except FencedMemberEpoch as exc:
             return [], self._error(E.FENCED_MEMBER_EPOCH, str(exc))
         except GroupError as exc:
@@ -109,7 +110,7 @@ class ConsumerGroupManager:
 
     # ------------------------------------------------------------------ bursts of joins
     def queue_join(self, request, version: int, client_id: str, client_host: str,
-                   respond) -> None:
+                   respond, topic_filter=None) -> None:
         """A first heartbeat (member epoch 0) waits until the burst of joins it came in is over:
         the event-loop turns until one brings no more joins of its group (at most
         MAX_BATCH_TURNS), then flush_joins answers them together."""
@@ -121,7 +122,7 @@ class ConsumerGroupManager:
             batch = None
         if batch is None:
             batch = self.joins[group_id] = _JoinBatch()
-        batch.entries.append((request, version, client_id, client_host, respond))
+        batch.entries.append((request, version, client_id, client_host, respond, topic_filter))
         if member_id:
             batch.member_ids.add(member_id)
         if not self._turn_scheduled:
@@ -161,10 +162,10 @@ class ConsumerGroupManager:
         if batch is None:
             return
         postponed: list[_Postponed] = []
-        for request, version, client_id, client_host, respond in batch.entries:
+        for request, version, client_id, client_host, respond, topic_filter in batch.entries:
             try:
                 records, response = self.heartbeat(request, version, client_id, client_host,
-                                                   postponed)
+                                                   postponed, topic_filter)
             except Exception:   # noqa: BLE001 - one bad join must not strand the others
                 log.exception("consumer group heartbeat failed", group=group_id)
                 respond(self._error(E.UNKNOWN_SERVER_ERROR, None))
@@ -242,7 +243,7 @@ class ConsumerGroupManager:
         batches, self.joins = self.joins, {}
         for batch in batches.values():
             for entry in batch.entries:
-                entry[-1](_failed(error))
+                entry[4](_failed(error))   # its respond
 
     def store(self, group_id: str, records: list, then) -> None:
         """Store and apply ``records``, then ``then(error)`` (NONE once stored)."""
@@ -356,7 +357,7 @@ class ConsumerGroupManager:
                          heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms)
 
     def _heartbeat(self, request, client_id: str, client_host: str,
-                   postponed: list | None = None) -> tuple:
+                   postponed: list | None = None, topic_filter=None) -> tuple:
         now = self.clock()
         records: list = []
         group_id = request.group_id
@@ -417,7 +418,7 @@ class ConsumerGroupManager:
                               and request.subscribed_topic_names is not None
                               and request.topic_partitions is not None)
         reconciled = self.update_member(group, member, updated, owned, records, now,
-                                        postponed)
+                                        postponed, topic_filter)
         if reconciled is None:
             postponed[-1].member_id = updated.member_id
             postponed[-1].full = full
@@ -437,7 +438,8 @@ class ConsumerGroupManager:
 
     def update_member(self, group: ConsumerGroup, member: ConsumerGroupMember,
                       updated: ConsumerGroupMember, owned, records: list,
-                      now: int, postponed: list | None = None) -> ConsumerGroupMember | None:
+                      now: int, postponed: list | None = None,
+                      topic_filter=None) -> ConsumerGroupMember | None:
         """Kafka's three steps for a member that became ``updated`` (from a heartbeat, or a
         JoinGroup of a classic member): its records, the group epoch, the target assignment and
         its reconciliation. -> the reconciled member (its records are in ``records``).
@@ -446,7 +448,7 @@ class ConsumerGroupManager:
         to the end of the batch: steps 2 and 3 go into ``postponed`` and None is returned."""
         was_member = member.member_id in group.members
         group_epoch, metadata, resolved, changed = self._update_subscription(
-            group, member, updated, records, now)
+            group, member, updated, records, now, topic_filter)
         # 2. the target assignment
         if self._target_due(group, group_epoch, now):
             if postponed is not None:
@@ -475,7 +477,8 @@ class ConsumerGroupManager:
                                resolved, was_member, records)
 
     def _update_subscription(self, group: ConsumerGroup, member: ConsumerGroupMember,
-                             updated: ConsumerGroupMember, records: list, now: int) -> tuple:
+                             updated: ConsumerGroupMember, records: list, now: int,
+                             topic_filter=None) -> tuple:
         """Step 1: the member's record and the group epoch. -> (group epoch, the subscribed
         topics' metadata when it was looked at, regexes resolved anew, whether the
         subscription changed)."""
@@ -487,7 +490,7 @@ class ConsumerGroupManager:
                     or updated.subscribed_topic_regex != member.subscribed_topic_regex):
                 bump = True
         subscription_changed = bump
-        resolved = self._resolve_regexes(group, member, updated, records, now)
+        resolved = self._resolve_regexes(group, member, updated, records, now, topic_filter)
         bump = bump or resolved is not None
         group_epoch = group.group_epoch
         metadata = None
@@ -628,9 +631,11 @@ class ConsumerGroupManager:
 
     # ------------------------------------------------------------------ subscriptions, metadata
     def _resolve_regexes(self, group: ConsumerGroup, member, updated, records: list,
-                         now: int) -> dict | None:
-        """Resolve the regexes the group uses against the topics as they are now; a record for
-        each one whose topics changed. -> {regex: topics} of what changed, or None."""
+                         now: int, topic_filter=None) -> dict | None:
+        """Resolve the regexes the group uses against the topics as they are now (those
+        ``topic_filter`` lets the heartbeating member see, as Kafka's TopicRegexResolver keeps
+        the topics its principal may describe); a record for each one whose topics changed.
+        -> {regex: topics} of what changed, or None."""
         regexes = set(group.regex_members)
         if member.subscribed_topic_regex and group.regex_members.get(
                 member.subscribed_topic_regex, 0) <= 1 and \
@@ -651,7 +656,8 @@ class ConsumerGroupManager:
             if known is not None and group.regex_version == version:
                 continue
             if names is None:
-                names = list(self.topics.names())
+                names = [n for n in self.topics.names()
+                         if topic_filter is None or topic_filter(n)]
             pattern = _compile(regex)
             topics = frozenset(n for n in names if pattern.fullmatch(n))
             if topics != known:
@@ -1212,7 +1218,8 @@ class _JoinBatch:
     __slots__ = ("entries", "member_ids", "seen", "turns")
 
     def __init__(self) -> None:
-        self.entries: list[tuple] = []  # (request, version, client id, client host, respond)
+        #: (request, version, client id, client host, respond, topic filter)
+        self.entries: list[tuple] = []
         self.member_ids: set[str] = set()
         self.seen = 0                   # joins at the previous turn
         self.turns = 0
