@@ -21,6 +21,7 @@ from protocol.records import CONTROL_FLAG, SimpleRecord, build_batch
 
 from .coordinator.runtime import EndMarker
 from .log.cleaner import CleanedTransactions, iter_keys
+from .topics import LEADER_EPOCH
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -37,7 +38,8 @@ def partition_writer(broker, topic: str):
             now = broker.clock()
             batch_records = [SimpleRecord(key, value, timestamp=now) for key, value in records]
             if producer is None:
-                target.log.append(build_batch(batch_records))
+                target.log.append(build_batch(batch_records),
+                                  partition_leader_epoch=LEADER_EPOCH)
             else:
                 # the partition's producer state opens the transaction, so that its last
                 # stable offset and aborted index cover it until the marker

@@ -17,6 +17,11 @@ from .log import LogConfig, LogManager
 from .producer_state import ProducerStateTable
 from .txn_markers import end_marker_batch
 
+#: the leader epoch of every partition while one node leads them all: the epoch Kafka gives a new
+#: partition's first leader, stamped into every batch the leader appends (partitionLeaderEpoch),
+#: and what Metadata, ListOffsets and OffsetForLeaderEpoch answer
+LEADER_EPOCH = 0
+
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 #: the names Kafka's Topic.isInternal treats as internal, whether or not the topic exists
@@ -140,7 +145,8 @@ class Partition:
         (``ProducerStateTable.start_verification``)."""
         if batch.producer_id < 0:
             return ErrorCode.NONE, self.log.append(
-                records, log_append_time=log_append_time).first_offset, None
+                records, log_append_time=log_append_time,
+                partition_leader_epoch=LEADER_EPOCH).first_offset, None
         producers = self.producers
         code, duplicate = producers.check(batch, verification)
         if code:
@@ -148,7 +154,8 @@ class Partition:
         if duplicate is not None:
             return ErrorCode.NONE, duplicate.first_offset, duplicate
         log = self.log
-        first_offset = log.append(records, log_append_time=log_append_time).first_offset
+        first_offset = log.append(records, log_append_time=log_append_time,
+                                  partition_leader_epoch=LEADER_EPOCH).first_offset
         timestamp = batch.max_timestamp if log_append_time is None else log_append_time
         if producers.update(batch, first_offset, timestamp):
             log.first_unstable_offset = producers.first_unstable_offset()
@@ -161,7 +168,8 @@ class Partition:
         the producer), so the last stable offset and the aborted index cover it. Returns the
         first offset."""
         log = self.log
-        first_offset = offset = log.append(records).first_offset
+        first_offset = offset = log.append(records,
+                                           partition_leader_epoch=LEADER_EPOCH).first_offset
         producers = self.producers
         for batch in iter_batches(records):
             if (batch.producer_id >= 0 and not batch.is_control
@@ -183,7 +191,8 @@ class Partition:
             return code
         log = self.log
         offset = log.append(end_marker_batch(producer_id, producer_epoch, commit,
-                                             coordinator_epoch, timestamp)).first_offset
+                                             coordinator_epoch, timestamp),
+                            partition_leader_epoch=LEADER_EPOCH).first_offset
         ended = producers.complete(producer_id, producer_epoch, coordinator_epoch, offset,
                                    timestamp)
         if ended is not None:

@@ -22,6 +22,7 @@ from protocol.records import TRANSACTIONAL_FLAG, CorruptRecordError
 from ..security.authorizer import AclOperation, ResourceType
 
 from ..log import InvalidRecordError, validate_batches
+from ..topics import LEADER_EPOCH
 
 NAME = "Produce"
 VERSIONS = (3, 12)  # Kafka 4 removed v0-2 (magic 0/1 message sets)
@@ -99,7 +100,8 @@ def append_checked(broker, topic, partition, records, batch, now: int,
         topic, "message.timestamp.type") == "LogAppendTime" else None
     log = partition.log
     if batch.producer_id < 0:  # no producer state to check: straight to the log
-        first_offset = log.append(records, log_append_time=append_time).first_offset
+        first_offset = log.append(records, log_append_time=append_time,
+                                  partition_leader_epoch=LEADER_EPOCH).first_offset
         duplicate = None
     else:
         code, first_offset, duplicate = partition.append_batch(

@@ -722,7 +722,7 @@ class Faults:
             raise FaultError(f"group {group_id!r} has no member {member_id!r}")
         if consumer:
             # the session timeout's own path
-            shard.consumer._on_session_timeout(group_id, member_id)
+            shard.consumer.expire_member(group_id, member_id)
         else:
             shard.classic.expire_member(group, member, f"fault {fault.id}")
         return {"group": group_id, "member_id": member_id}

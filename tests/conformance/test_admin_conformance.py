@@ -482,6 +482,23 @@ def test_offset_for_leader_epoch(target, client):
     assert ask([(0, -1, -2), (0, -1, 0)]) == [(0, E.NONE, -2, 3), (0, E.NONE, 0, 5)]
 
 
+def test_the_leader_stamps_its_epoch_into_appended_batches(target, client):
+    """A producer sends partitionLeaderEpoch -1; the leader writes its epoch (0, a new
+    partition's) into each batch it appends, which is what consumers read back and validate
+    their positions with."""
+    from protocol.records import iter_batches
+    topic = create_topic(client)
+    produce(client, topic, 3)
+    F = FetchRequest
+    response = client.call(F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                             isolation_level=0, topics=[F.FetchTopic(topic=topic, partitions=[
+                                 F.FetchPartition(partition=0, fetch_offset=0,
+                                                  log_start_offset=-1,
+                                                  partition_max_bytes=1 << 20)])]), 11)
+    records = response.responses[0].partitions[0].records
+    assert [b.partition_leader_epoch for b in iter_batches(bytes(records))] == [0]
+
+
 # ------------------------------------------------------------------ DescribeTopicPartitions
 
 def describe_partitions(client, names, limit=2000, cursor=None):

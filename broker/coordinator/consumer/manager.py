@@ -925,13 +925,15 @@ class ConsumerGroupManager:
         self.timer.extend(("session", group_id, member_id),
                           classic[0] if classic else
                           self.config.group_consumer_session_timeout_ms,
-                          lambda: self._on_session_timeout(group_id, member_id))
+                          lambda: self.expire_member(group_id, member_id))
 
     def cancel_timers(self, group_id: str, member_id: str) -> None:
         for kind in ("session", "revocation", "join", "sync"):
             self.timer.cancel((kind, group_id, member_id))
 
-    def _on_session_timeout(self, group_id: str, member_id: str) -> None:
+    def expire_member(self, group_id: str, member_id: str) -> None:
+        """Fence a member as its session timeout does (the timer's path, also for injected
+        faults)."""
         group = self.groups.get(group_id)
         if not isinstance(group, ConsumerGroup) or self.shard.loading:
             return
