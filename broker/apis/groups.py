@@ -96,16 +96,24 @@ def _offset_commit(auth, ctx, request, respond):
     if not auth.allowed(ctx, READ, GROUP, request.group_id):
         respond(m.OffsetCommitResponse(topics=failed(request.topics, GROUP_DENIED)))
         return None
-    may_read = auth.predicate(ctx, READ, TOPIC)
-    denied = [t for t in request.topics if not may_read(t.name)]
+    denied = _take_unreadable_topics(auth, ctx, request)
     if not denied:
         return respond
-    request.topics = [t for t in request.topics if may_read(t.name)]
 
     def respond_with_denied(response) -> None:
         response.topics.extend(failed(denied, TOPIC_DENIED))
         respond(response)
     return respond_with_denied
+
+
+def _take_unreadable_topics(auth, ctx, request) -> list:
+    """The request's topics the principal may not READ, taken out of the request (Kafka answers
+    them TOPIC_AUTHORIZATION_FAILED beside the coordinator's answer for the others)."""
+    may_read = auth.predicate(ctx, READ, TOPIC)
+    denied = [t for t in request.topics if not may_read(t.name)]
+    if denied:
+        request.topics = [t for t in request.topics if may_read(t.name)]
+    return denied
 
 
 def _offset_delete(auth, ctx, request, respond):
@@ -114,11 +122,9 @@ def _offset_delete(auth, ctx, request, respond):
     if not auth.allowed(ctx, DELETE, GROUP, request.group_id):
         respond(m.OffsetDeleteResponse(error_code=GROUP_DENIED, topics=[]))
         return None
-    may_read = auth.predicate(ctx, READ, TOPIC)
-    denied = [t for t in request.topics if not may_read(t.name)]
+    denied = _take_unreadable_topics(auth, ctx, request)
     if not denied:
         return respond
-    request.topics = [t for t in request.topics if may_read(t.name)]
 
     def respond_with_denied(response) -> None:
         if response.error_code == E.NONE:
