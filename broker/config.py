@@ -98,6 +98,22 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("listener.security.protocol.map", _str,
             "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
             "LISTENER_NAME:SECURITY_PROTOCOL pairs; every listener's name must be mapped."),
+    Setting("sasl.enabled.mechanisms", _list, ("GSSAPI",),
+            "SASL mechanisms served on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+            "OAUTHBEARER (per listener: listener.name.<l>.sasl.enabled.mechanisms)."),
+    Setting("sasl.jaas.config", _opt_str, None,
+            "JAAS login module of every SASL listener and mechanism that has no "
+            "listener.name.<l>.<mechanism>.sasl.jaas.config (Kafka brokers ignore this "
+            "unprefixed form; see README)."),
+    Setting("sasl.server.max.receive.size", int, 524288,
+            "Largest frame a client may send before it has authenticated."),
+    Setting("connections.max.reauth.ms", int, 0,
+            "SASL session lifetime: after it a connection must re-authenticate (KIP-368) or is "
+            "closed (0 = never; per mechanism: listener.name.<l>.<mechanism>.connections."
+            "max.reauth.ms)."),
+    Setting("sasl.scram.bootstrap.credentials", _opt_str, None,
+            "SCRAM users added at first start, as kafka-storage format --add-scram takes them: "
+            "SCRAM-SHA-256=[name=alice,password=alice-secret] SCRAM-SHA-512=[...]."),
     Setting("log.dirs", _opt_str, None,
             "Data directory; unset = in-memory storage (nothing on disk)."),
     Setting("num.partitions", int, 1, "Partitions of an auto-created topic."),
@@ -217,6 +233,31 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("log.level", _str, "info", "debug, info, warning or error."),
 ]}
 
+#: settings whose values are secrets: never repeated in an error message or a log line
+SECRET_SETTINGS = {"sasl.jaas.config", "sasl.scram.bootstrap.credentials"}
+#: settings a listener may override as listener.name.<listener>.<name>; those in
+#: MECHANISM_SETTINGS only per mechanism, as listener.name.<listener>.<mechanism>.<name>
+LISTENER_SETTINGS = {"sasl.enabled.mechanisms", "sasl.server.max.receive.size"}
+MECHANISM_SETTINGS = {"sasl.jaas.config", "connections.max.reauth.ms"}
+_LISTENER_NAME = re.compile(r"listener\.name\.([^.]+)\.(.+)")
+_MECHANISM_PREFIX = re.compile(r"(gssapi|plain|scram-sha-256|scram-sha-512|oauthbearer)\.(.+)")
+
+
+def listener_setting_key(name: str):
+    """'listener.name.sasl_plaintext.plain.sasl.jaas.config' -> ('SASL_PLAINTEXT', 'PLAIN',
+    'sasl.jaas.config'); None for a name that is no per-listener setting."""
+    match = _LISTENER_NAME.fullmatch(name)
+    if match is None:
+        return None
+    listener, rest = match[1].upper(), match[2]
+    if rest in LISTENER_SETTINGS:
+        return listener, None, rest
+    mech = _MECHANISM_PREFIX.fullmatch(rest)
+    if mech is not None and mech[2] in MECHANISM_SETTINGS:
+        return listener, mech[1].upper(), mech[2]
+    return None
+
+
 # environment names that Kafka's container images use for a different setting name
 ENV_ALIASES = {"KAFKA_LOG_DIR": "log.dirs", "KAFKA_DATA_DIR": "log.dirs"}
 
@@ -225,10 +266,18 @@ def parse_listeners(text: str) -> list[tuple[str, str, int]]:
     """'NAME://host:port,...' -> [(name, host, port)]."""
     out = []
     for item in filter(None, (x.strip() for x in text.split(","))):
-        parts = urlsplit(item if "://" in item else "PLAINTEXT://" + item)
-        if parts.port is None:
+        name, sep, address = item.partition("://")
+        if not sep:
+            name, address = "PLAINTEXT", item
+        # the name is parsed apart: urlsplit takes no "_" in a scheme (SASL_PLAINTEXT://...)
+        parts = urlsplit("listener://" + address)
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if port is None:
             raise ConfigError(f"listener {item!r} has no port")
-        out.append((parts.scheme.upper(), parts.hostname or "", parts.port))
+        out.append((name.strip().upper(), parts.hostname or "", port))
     if not out:
         raise ConfigError("no listeners configured")
     names = [n for n, _, _ in out]
@@ -257,18 +306,36 @@ class BrokerConfig:
 
     def __init__(self, values: dict[str, object] | None = None) -> None:
         self.values = {name: s.default for name, s in SETTINGS.items()}
+        #: (listener, mechanism or None, setting) -> value, from listener.name.<l>.[<mech>.]<name>
+        self.listener_values: dict[tuple, object] = {}
         for name, value in (values or {}).items():
             self.set(name, value)
         self.validate()
 
     def set(self, name: str, value) -> None:
         setting = SETTINGS.get(name)
+        key = None
         if setting is None:
-            raise ConfigError(f"unknown setting {name!r} (see --help for the list)")
+            key = listener_setting_key(name)
+            if key is None:
+                raise ConfigError(f"unknown setting {name!r} (see --help for the list)")
+            setting = SETTINGS[key[2]]
         try:
-            self.values[name] = setting.parse(value)
+            parsed = setting.parse(value)
         except (TypeError, ValueError) as exc:
+            if setting.name in SECRET_SETTINGS:
+                raise ConfigError(f"bad value for {name}") from None
             raise ConfigError(f"bad value {value!r} for {name}: {exc}") from None
+        if key is None:
+            self.values[name] = parsed
+        else:
+            self.listener_values[key] = parsed
+
+    def listener_get(self, listener: str, name: str, mechanism: str | None = None):
+        """A setting as a listener (and mechanism) sees it: its listener.name.<l>.[<mech>.]
+        override, else the broker-wide value."""
+        value = self.listener_values.get((listener, mechanism, name))
+        return self.values[name] if value is None else value
 
     def __getitem__(self, name: str):
         return self.values[name]
@@ -293,10 +360,13 @@ class BrokerConfig:
                 raise ConfigError(f"No security protocol defined for listener {name} "
                                   "(add it to listener.security.protocol.map)")
             self.security_protocols[name] = protocols[name]
-        unsupported = sorted({p for p in self.security_protocols.values() if p != "PLAINTEXT"})
+        unsupported = sorted({p for p in self.security_protocols.values()
+                              if p not in ("PLAINTEXT", "SASL_PLAINTEXT")})
         if unsupported:
             raise ConfigError(f"security protocol {', '.join(unsupported)} is not supported yet: "
-                              "only PLAINTEXT listeners can be configured")
+                              "only PLAINTEXT and SASL_PLAINTEXT listeners can be configured")
+        from broker.security.sasl import validate_sasl_config  # noqa: PLC0415 - imports config
+        validate_sasl_config(self)
         if self["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
             raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
@@ -372,4 +442,12 @@ def read_environment(environ=os.environ) -> dict[str, object]:
             value = environ.get(prefix + name.upper().replace(".", "_"))
             if value is not None:
                 out[name] = value
+        # per-listener settings, named as Kafka's container images name them: "_" is ".",
+        # "__" is "_" and "___" is "-" (KAFKA_LISTENER_NAME_SASL__PLAINTEXT_PLAIN_SASL_JAAS_CONFIG)
+        for env_name, value in environ.items():
+            if env_name.startswith(prefix + "LISTENER_NAME_"):
+                name = env_name[len(prefix):].lower().replace("___", "\0").replace(
+                    "__", "\1").replace("_", ".").replace("\0", "-").replace("\1", "_")
+                if listener_setting_key(name) is not None:
+                    out[name] = value
     return out
