@@ -107,6 +107,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "unprefixed form; see README)."),
     Setting("sasl.server.max.receive.size", int, 524288,
             "Largest frame a client may send before it has authenticated."),
+    Setting("connection.failed.authentication.delay.ms", int, 100,
+            "A connection whose authentication failed is closed this long after the failure "
+            "answer."),
     Setting("connections.max.reauth.ms", int, 0,
             "SASL session lifetime: after it a connection must re-authenticate (KIP-368) or is "
             "closed (0 = never; per mechanism: listener.name.<l>.<mechanism>.connections."

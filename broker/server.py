@@ -148,6 +148,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         #: waits for the broker's request bytes to fall under it
         self.frame_reserved = 0
         self.waiting_for_memory = False
+        #: a failed authentication: the connection closes only when this delay is over
+        self.close_delayed = False
         #: last read or write (broker clock, ms), and the transport's write buffer after the last
         #: write or look of the idle check: a buffer that shrank since was being sent
         self.last_active = 0
@@ -483,7 +485,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self.batching:
             self._finish_closing()
 
+    def close_after_delay(self, reason: str, delay_ms: int) -> None:
+        """close_after_answers, and then wait ``delay_ms`` more before closing: a failed
+        authentication (Kafka's connection.failed.authentication.delay.ms), so that a client
+        reads its answer before the connection ends and cannot retry at once."""
+        if self.closed or self.closing:
+            return
+        if delay_ms > 0:
+            self.close_delayed = True
+            self.broker.timer.call_later(delay_ms, self._delay_over)
+        self.close_after_answers(reason)
+
+    def _delay_over(self) -> None:
+        self.close_delayed = False
+        if not self.closed:
+            self._finish_closing()
+
     def _finish_closing(self) -> None:
+        if self.close_delayed:
+            return
         if self.closing and not self.pending and not self.closed:
             self._flush()
             self.closed = True

@@ -131,6 +131,7 @@ class SaslListener:
         self.clock = clock
         self.mechanisms = list(config.listener_get(listener, "sasl.enabled.mechanisms"))
         self.max_receive_size = config.listener_get(listener, "sasl.server.max.receive.size")
+        self.failed_delay_ms = config["connection.failed.authentication.delay.ms"]
         self.reauth_ms = {m: config.listener_get(listener, "connections.max.reauth.ms", m)
                           for m in self.mechanisms}
         self.scram_store = scram_store
@@ -239,7 +240,7 @@ class SaslAuthenticator:
             else:
                 reason = f"Unexpected Kafka request of type {_api_name(api_key)} during " \
                          "SASL handshake."
-            self._fail(reason)
+            self._fail(reason, delayed=False)
             return True
         if state == AUTHENTICATE:
             if api_key == SASL_AUTHENTICATE:
@@ -279,7 +280,8 @@ class SaslAuthenticator:
             answered = False
         if not answered:
             log.debug("no ILLEGAL_SASL_STATE answer for this request", api_key=api_key)
-        self.conn.close_after_answers(f"SASL authentication failed: {reason}")
+        self.conn.close_after_delay(f"SASL authentication failed: {reason}",
+                                    self.listener.failed_delay_ms)
 
     # -- SaslHandshake
 
@@ -291,9 +293,7 @@ class SaslAuthenticator:
         """Answer a SaslHandshake; an unsupported mechanism closes the connection after it."""
         enabled = self.listener.mechanisms
         if mechanism not in enabled:
-            self.state = FAILED
-            self.conn.close_after_answers(
-                f"SASL authentication failed: Unsupported SASL mechanism {mechanism}")
+            self._fail(f"Unsupported SASL mechanism {mechanism}")
             return SaslHandshakeResponse(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM,
                                          mechanisms=list(enabled))
         self.raw_tokens = version == 0
@@ -318,7 +318,8 @@ class SaslAuthenticator:
         try:
             challenge = self._evaluate(token)
         except SaslAuthenticationError as exc:
-            self._fail(str(exc))
+            detail = getattr(self.server, "failure_reason", None)
+            self._fail(f"{exc} ({detail})" if detail else str(exc))
             return SaslAuthenticateResponse(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
                                             error_message=str(exc), auth_bytes=b"")
         except SaslError as exc:
@@ -384,13 +385,18 @@ class SaslAuthenticator:
         self.previous_principal = None
         return lifetime
 
-    def _fail(self, reason: str) -> None:
-        """Close the connection once the answers before it (the failure's own) are sent; the
-        one log line says why (never a secret: the reasons hold none)."""
+    def _fail(self, reason: str, delayed: bool = True) -> None:
+        """Close the connection once the answers before it (the failure's own) are sent, and,
+        for a failed authentication, connection.failed.authentication.delay.ms later, as Kafka
+        does; the one log line says why (never a secret: the reasons hold none)."""
         self.state = FAILED
         self.screening = True
         self.server = None
-        self.conn.close_after_answers(f"SASL authentication failed: {reason}")
+        reason = f"SASL authentication failed: {reason}"
+        if delayed:
+            self.conn.close_after_delay(reason, self.listener.failed_delay_ms)
+        else:
+            self.conn.close_after_answers(reason)
 
 
 class SaslServers:
