@@ -68,6 +68,30 @@ def _api_name(api_key: int) -> str:
     return "".join(out)
 
 
+def _java_string_hash(s: str) -> int:
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
+    return h
+
+
+def java_hash_set_order(names) -> list[str]:
+    """The order of ``new ArrayList<>(new HashSet<>(names))`` on the JVM: Kafka's
+    SaslServerAuthenticator lists the enabled mechanisms so in its SaslHandshake answers
+    (clients show this list)."""
+    names = list(dict.fromkeys(names))
+    capacity = 16
+    wanted = max(int(len(names) / 0.75) + 1, 16)
+    while capacity < wanted:
+        capacity *= 2
+
+    def bucket(name: str) -> int:
+        h = _java_string_hash(name)
+        return (h ^ (h >> 16)) & (capacity - 1)
+    return sorted(names, key=bucket)  # stable: a bucket keeps insertion order
+
+
 def _jaas_entry(config, listener: str, mechanism: str):
     """The listener's JAAS login module for a mechanism: listener.name.<l>.<mech>.sasl.jaas.config,
     else the broker-wide sasl.jaas.config, else None."""
@@ -129,7 +153,8 @@ class SaslListener:
     def __init__(self, config, listener: str, scram_store, clock) -> None:
         self.listener = listener
         self.clock = clock
-        self.mechanisms = list(config.listener_get(listener, "sasl.enabled.mechanisms"))
+        self.mechanisms = java_hash_set_order(
+            config.listener_get(listener, "sasl.enabled.mechanisms"))
         self.max_receive_size = config.listener_get(listener, "sasl.server.max.receive.size")
         self.failed_delay_ms = config["connection.failed.authentication.delay.ms"]
         self.reauth_ms = {m: config.listener_get(listener, "connections.max.reauth.ms", m)
@@ -329,8 +354,9 @@ class SaslAuthenticator:
             return SaslAuthenticateResponse(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
                                             error_message=message, auth_bytes=b"")
         lifetime = self._complete() if self.server.complete else 0
-        return SaslAuthenticateResponse(error_code=ErrorCode.NONE, error_message=None,
-                                        auth_bytes=challenge, session_lifetime_ms=lifetime)
+        # error_message stays Kafka's default, "" (not null)
+        return SaslAuthenticateResponse(error_code=ErrorCode.NONE, auth_bytes=challenge,
+                                        session_lifetime_ms=lifetime)
 
     def _raw_token(self, token: bytes) -> None:
         """A token of the v0 flow: answered raw, size-prefixed; a failure just closes."""

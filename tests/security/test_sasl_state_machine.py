@@ -133,7 +133,7 @@ async def test_api_versions_handshake_authenticate_then_requests(broker):
     assert {17, 36} <= {k.api_key for k in versions.api_keys}
     handshake = client.call(SaslHandshakeRequest(mechanism="PLAIN"), 1)
     assert handshake.error_code == 0
-    assert handshake.mechanisms == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
+    assert handshake.mechanisms == ["PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256", "OAUTHBEARER"]
     assert client.conn.principal == ANONYMOUS
     auth = client.call(SaslAuthenticateRequest(auth_bytes=plain_token("alice", ALICE_PASSWORD)),
                        2)
@@ -185,7 +185,7 @@ async def test_unknown_mechanism(broker):
     with capture_logs() as logs:
         response = client.call(SaslHandshakeRequest(mechanism="GSSAPI"), 1)
     assert response.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
-    assert response.mechanisms == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
+    assert response.mechanisms == ["PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256", "OAUTHBEARER"]
     assert client.closed_after_delay
     assert [e["reason"] for e in logs if e["event"] == "closing connection"] == [
         "SASL authentication failed: Unsupported SASL mechanism GSSAPI"]
