@@ -398,9 +398,9 @@ class SaslAuthenticator:
                 lifetime = max(0, min(credential_expiry - now, reauth_ms))
             self.session_expiry = now + lifetime
         principal = KafkaPrincipal("User", self.server.authorization_id)
-        if not self.reauthenticating:
-            log.debug("authenticated", principal=str(principal), mechanism=self.mechanism,
-                     listener=self.listener.listener)
+        log.debug("re-authenticated" if self.reauthenticating else "authenticated",
+                  principal=str(principal), mechanism=self.mechanism,
+                  listener=self.listener.listener, session_lifetime_ms=lifetime)
         self.conn.principal = principal
         self.conn.max_frame = self.authenticated_max_frame
         self.conn.max_frame_setting = "socket.request.max.bytes"

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import struct
+import subprocess
 import time
 
 import pytest
@@ -400,3 +402,24 @@ def test_alter_then_describe_then_delete(target):
         assert _results(response) == [(bob, 0, None)]
     finally:
         client.close()
+
+
+# -- librdkafka before 2.6.1 repeats the client nonce in its SCRAM client-final message
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_kcat_with_librdkafka_2_0_scram_is_refused(target, mechanism):
+    """Kafka 4.x compares the client-final nonce strictly (RFC 5802), so Debian's kcat
+    (librdkafka 2.0.2) cannot log in with SCRAM; PLAIN works (tests/security)."""
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    assert kcat, "kcat is not installed: run tools/install-test-deps.sh"
+    assert "librdkafka 2.0.2" in subprocess.run([kcat, "-V"], capture_output=True,
+                                                text=True).stdout
+    result = subprocess.run(
+        [kcat, "-b", f"127.0.0.1:{target.sasl_port}", "-X", "security.protocol=SASL_PLAINTEXT",
+         "-X", f"sasl.mechanism={mechanism}", "-X", "sasl.username=alice",
+         "-X", f"sasl.password={ALICE_PASSWORD}", "-L", "-m", "5"],
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert ("SASL authentication error: Authentication failed during authentication due to "
+            f"invalid credentials with SASL mechanism {mechanism}") in result.stderr
