@@ -269,6 +269,7 @@ class ScramCredentialStore:
                               "iterations": c.iterations}
                        for user, c in sorted(creds.items())}
                 for mech, creds in self.credentials.items()}
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)  # a fresh --data-dir
         tmp = self.path + ".tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
