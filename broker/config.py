@@ -240,7 +240,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
 SECRET_SETTINGS = {"sasl.jaas.config", "sasl.scram.bootstrap.credentials"}
 #: settings a listener may override as listener.name.<listener>.<name>; those in
 #: MECHANISM_SETTINGS only per mechanism, as listener.name.<listener>.<mechanism>.<name>
-LISTENER_SETTINGS = {"sasl.enabled.mechanisms", "sasl.server.max.receive.size"}
+LISTENER_SETTINGS = {"sasl.enabled.mechanisms", "sasl.server.max.receive.size",
+                     "connections.max.reauth.ms"}
 MECHANISM_SETTINGS = {"sasl.jaas.config", "connections.max.reauth.ms"}
 _LISTENER_NAME = re.compile(r"listener\.name\.([^.]+)\.(.+)")
 _MECHANISM_PREFIX = re.compile(r"(gssapi|plain|scram-sha-256|scram-sha-512|oauthbearer)\.(.+)")
@@ -335,9 +336,11 @@ class BrokerConfig:
             self.listener_values[key] = parsed
 
     def listener_get(self, listener: str, name: str, mechanism: str | None = None):
-        """A setting as a listener (and mechanism) sees it: its listener.name.<l>.[<mech>.]
-        override, else the broker-wide value."""
+        """A setting as a listener (and mechanism) sees it: its listener.name.<l>.<mech>.
+        override, else its listener.name.<l>. one, else the broker-wide value."""
         value = self.listener_values.get((listener, mechanism, name))
+        if value is None and mechanism is not None:
+            value = self.listener_values.get((listener, None, name))
         return self.values[name] if value is None else value
 
     def __getitem__(self, name: str):

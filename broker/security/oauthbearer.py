@@ -108,7 +108,7 @@ def _decode_part(split: str) -> dict:
         raise IllegalToken("malformed Base64 URL encoded value") from None
     try:
         data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # RecursionError: a deeply nested token
         raise IllegalToken("malformed JSON") from None
     if not isinstance(data, dict):
         raise IllegalToken("malformed JSON")

@@ -272,6 +272,8 @@ def test_oauthbearer_required_scope_and_principal_claim():
 
 
 @pytest.mark.parametrize("token", [
+    base64.urlsafe_b64encode(b'{"alg":"none"}').decode().rstrip("=") + "." +
+    base64.urlsafe_b64encode(b"[" * 100_000).decode().rstrip("=") + ".",  # deeply nested
     unsecured_jwt({"sub": "a", "exp": 2e9}, header={"alg": "HS256"}),
     unsecured_jwt({"sub": "a", "exp": 2e9}) + "signature",
     "not-a-jwt",
@@ -325,6 +327,12 @@ def test_per_listener_settings_and_global_fallback():
     assert config.listener_get("SASL_PLAINTEXT", "sasl.server.max.receive.size") == 4096
     assert config.listener_get("SASL_PLAINTEXT", "connections.max.reauth.ms", "PLAIN") == 5000
     assert config.listener_get("SASL_PLAINTEXT", "connections.max.reauth.ms", "OAUTHBEARER") == 0
+    config = _config(**listener_settings(mechanisms="PLAIN,OAUTHBEARER"),
+                     **{"listener.name.sasl_plaintext.connections.max.reauth.ms": 9000,
+                        "listener.name.sasl_plaintext.plain.connections.max.reauth.ms": 5000})
+    assert config.listener_get("SASL_PLAINTEXT", "connections.max.reauth.ms", "PLAIN") == 5000
+    assert config.listener_get("SASL_PLAINTEXT", "connections.max.reauth.ms",
+                               "OAUTHBEARER") == 9000
     # the broker-wide sasl.jaas.config serves a listener without its own
     _config(**{"sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": PLAIN_JAAS})
 
