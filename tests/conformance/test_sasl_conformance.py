@@ -165,6 +165,7 @@ def test_api_versions_then_handshake(client):
     assert versions.error_code == 0
     keys = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
     assert keys[17] == (0, 1) and keys[36] == (0, 2)
+    assert keys[50] == (0, 0) and keys[51] == (0, 0)  # Describe/AlterUserScramCredentials
     assert handshake(client, "PLAIN").mechanisms == MECHANISM_LIST
 
 
