@@ -105,6 +105,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "JAAS login module of every SASL listener and mechanism that has no "
             "listener.name.<l>.<mechanism>.sasl.jaas.config (Kafka brokers ignore this "
             "unprefixed form; see README)."),
+    Setting("java.security.auth.login.config", _opt_str, None,
+            "A JAAS file with KafkaServer or <listener>.KafkaServer sections, used where no "
+            "sasl.jaas.config applies (also read from KAFKA_OPTS=-Djava.security.auth.login."
+            "config=FILE, as Kafka's scripts pass it)."),
     Setting("sasl.server.max.receive.size", int, 524288,
             "Largest frame a client may send before it has authenticated."),
     Setting("connection.failed.authentication.delay.ms", int, 100,
@@ -443,6 +447,11 @@ def read_environment(environ=os.environ) -> dict[str, object]:
     for env_name, name in ENV_ALIASES.items():
         if env_name in environ:
             out[name] = environ[env_name]
+    # the JVM option Kafka's start scripts pass on: the JAAS file of the SASL listeners
+    match = re.search(r"-Djava\.security\.auth\.login\.config=(\"[^\"]*\"|\S+)",
+                      environ.get("KAFKA_OPTS", ""))
+    if match:
+        out["java.security.auth.login.config"] = match[1].strip('"')
     for prefix in ("KAFKA_", "KBROKER_"):
         for name in SETTINGS:
             value = environ.get(prefix + name.upper().replace(".", "_"))

@@ -85,9 +85,41 @@ def _tokens(text: str):
 def parse_jaas_config(text: str) -> list[LoginModuleEntry]:
     """Every login module entry of a sasl.jaas.config value, in order."""
     tokens = list(_tokens(text))
-    entries: list[LoginModuleEntry] = []
+    entries, i = _entries(tokens, 0, None)
+    if i < len(tokens):
+        raise JaasError("JAAS config entry does not start with a login module class name")
+    if not entries:
+        raise JaasError("Login module not specified in JAAS config")
+    return entries
+
+
+def parse_jaas_file(text: str) -> dict[str, list[LoginModuleEntry]]:
+    """A JAAS configuration file (the JVM's ``java.security.auth.login.config``), as Kafka
+    brokers read it: ``Name { <entry>; <entry>; };`` sections, e.g. ``KafkaServer`` or
+    ``sasl_plaintext.KafkaServer`` -> their login module entries."""
+    tokens = list(_tokens(text))
+    sections: dict[str, list[LoginModuleEntry]] = {}
     i = 0
     while i < len(tokens):
+        kind, name = tokens[i]
+        if kind not in ("word", "quoted") or tokens[i + 1:i + 2] != [("char", "{")]:
+            raise JaasError("JAAS file: expected a section, Name { ... };")
+        entries, i = _entries(tokens, i + 2, "}")
+        if tokens[i:i + 1] != [("char", "}")]:
+            raise JaasError(f"JAAS file: section {name} is not closed by }}")
+        i += 1
+        if tokens[i:i + 1] == [("char", ";")]:
+            i += 1
+        if not entries:
+            raise JaasError(f"JAAS file: section {name} has no login module")
+        sections[name] = entries
+    return sections
+
+
+def _entries(tokens: list, i: int, end: str | None) -> tuple[list[LoginModuleEntry], int]:
+    """Login module entries from ``tokens[i]`` up to the ``end`` character (or the end)."""
+    entries: list[LoginModuleEntry] = []
+    while i < len(tokens) and (end is None or tokens[i] != ("char", end)):
         kind, module = tokens[i]
         if kind not in ("word", "quoted"):
             raise JaasError("JAAS config entry does not start with a login module class name")
@@ -112,9 +144,7 @@ def parse_jaas_config(text: str) -> list[LoginModuleEntry]:
             raise JaasError("JAAS config entry not terminated by semi-colon")
         i += 1  # the ";"
         entries.append(LoginModuleEntry(module, flag.upper(), options))
-    if not entries:
-        raise JaasError("Login module not specified in JAAS config")
-    return entries
+    return entries, i
 
 
 def parse_single_module(text: str) -> LoginModuleEntry:

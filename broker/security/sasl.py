@@ -28,7 +28,7 @@ from protocol.framing import read_request_header
 from protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from . import KafkaPrincipal
-from .jaas import JaasError, parse_single_module
+from .jaas import JaasError, parse_jaas_file, parse_single_module
 from .oauthbearer import OAUTHBEARER_LOGIN_MODULE, OAuthBearerServer, UnsecuredValidator
 from .plain import PLAIN_LOGIN_MODULE, PlainServer, users_from_jaas
 from .sasl_errors import SaslAuthenticationError, SaslError
@@ -92,12 +92,37 @@ def java_hash_set_order(names) -> list[str]:
     return sorted(names, key=bucket)  # stable: a bucket keeps insertion order
 
 
-def _jaas_entry(config, listener: str, mechanism: str):
-    """The listener's JAAS login module for a mechanism: listener.name.<l>.<mech>.sasl.jaas.config,
-    else the broker-wide sasl.jaas.config, else None."""
-    text = config.listener_values.get((listener, mechanism, "sasl.jaas.config")) \
-        or config["sasl.jaas.config"]
-    return parse_single_module(text) if text else None
+def _jaas_entries(config, listener: str, mechanism: str) -> tuple[list, str]:
+    """The login modules a listener's mechanism is configured with, and where they come from:
+    listener.name.<l>.<mech>.sasl.jaas.config, else the broker-wide sasl.jaas.config, else the
+    <listener>.KafkaServer or KafkaServer section of the JAAS file
+    (java.security.auth.login.config), as Kafka's JaasContext looks them up; ([], reason)
+    when none applies."""
+    prefixed = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    text = config.listener_values.get((listener, mechanism, "sasl.jaas.config"))
+    if text:
+        return [parse_single_module(text)], prefixed
+    if config["sasl.jaas.config"]:
+        return [parse_single_module(config["sasl.jaas.config"])], "sasl.jaas.config"
+    path = config["java.security.auth.login.config"]
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                sections = parse_jaas_file(f.read())
+        except OSError as exc:
+            raise JaasError(f"cannot read the JAAS file {path}: {exc.strerror}") from None
+        for name in (f"{listener.lower()}.KafkaServer", "KafkaServer"):
+            if name in sections:
+                return sections[name], f"section {name} of {path}"
+        return [], (f"Could not find a 'KafkaServer' or '{listener.lower()}.KafkaServer' entry "
+                    f"in the JAAS configuration {path}")
+    return [], f"neither {prefixed} nor java.security.auth.login.config is set"
+
+
+def _module(entries: list, login_module: str):
+    """The entry of a login module class among a JAAS context's entries (Kafka's callback
+    handlers look their options up so), or None."""
+    return next((e for e in entries if e.login_module == login_module), None)
 
 
 def validate_sasl_config(config) -> None:
@@ -122,18 +147,20 @@ def validate_sasl_config(config) -> None:
                 raise ConfigError(f"unsupported SASL mechanism {mech!r} in "
                                   f"sasl.enabled.mechanisms of listener {listener} (one of "
                                   f"{', '.join(SUPPORTED_MECHANISMS)})")
-            where = f"listener.name.{listener.lower()}.{mech.lower()}.sasl.jaas.config"
             try:
-                entry = _jaas_entry(config, listener, mech)
+                entries, where = _jaas_entries(config, listener, mech)
             except JaasError as exc:
-                raise ConfigError(f"{where}: {exc}") from None
-            if mech == "PLAIN" and (entry is None or entry.login_module != PLAIN_LOGIN_MODULE):
-                raise ConfigError(f"SASL/PLAIN on listener {listener} needs {where} with "
-                                  f"{PLAIN_LOGIN_MODULE} and its user_<name>=\"<password>\" "
-                                  f"options")
-            if mech == "OAUTHBEARER" and entry is not None:
+                raise ConfigError(f"JAAS configuration of {mech} on listener {listener}: "
+                                  f"{exc}") from None
+            if mech == "PLAIN" and _module(entries, PLAIN_LOGIN_MODULE) is None:
+                raise ConfigError(
+                    f"SASL/PLAIN on listener {listener} needs {PLAIN_LOGIN_MODULE} with its "
+                    f"user_<name>=\"<password>\" options in listener.name.{listener.lower()}."
+                    f"plain.sasl.jaas.config or a JAAS file ({where})")
+            oauth = _module(entries, OAUTHBEARER_LOGIN_MODULE)
+            if mech == "OAUTHBEARER" and oauth is not None:
                 try:
-                    UnsecuredValidator(entry.options, lambda: 0)
+                    UnsecuredValidator(oauth.options, lambda: 0)
                 except ValueError as exc:
                     raise ConfigError(f"{where}: {exc}") from None
         if config.listener_get(listener, "sasl.server.max.receive.size") < 1:
@@ -163,10 +190,12 @@ class SaslListener:
         self.plain_users: dict[str, str] = {}
         self.oauth_options: dict[str, str] = {}
         if "PLAIN" in self.mechanisms:
-            self.plain_users = users_from_jaas(_jaas_entry(config, listener, "PLAIN").options)
+            entries, _ = _jaas_entries(config, listener, "PLAIN")
+            self.plain_users = users_from_jaas(_module(entries, PLAIN_LOGIN_MODULE).options)
         if "OAUTHBEARER" in self.mechanisms:
-            entry = _jaas_entry(config, listener, "OAUTHBEARER")
-            if entry is not None and entry.login_module == OAUTHBEARER_LOGIN_MODULE:
+            entry = _module(_jaas_entries(config, listener, "OAUTHBEARER")[0],
+                            OAUTHBEARER_LOGIN_MODULE)
+            if entry is not None:
                 self.oauth_options = dict(entry.options)
 
     def server(self, mechanism: str):

@@ -10,7 +10,9 @@ import os
 import pytest
 
 from broker.config import BrokerConfig, ConfigError, read_environment
-from broker.security.jaas import JaasError, parse_jaas_config, parse_single_module
+from broker.security.jaas import (JaasError, parse_jaas_config, parse_jaas_file,
+                                  parse_single_module)
+from broker.security.sasl import SaslListener
 from broker.security.oauthbearer import OAuthBearerServer, UnsecuredValidator
 from broker.security.plain import PlainServer
 from broker.security.sasl_errors import SaslAuthenticationError, SaslError
@@ -314,9 +316,63 @@ def test_gssapi_default_is_refused_with_what_to_set():
 
 
 def test_plain_needs_its_users():
-    with pytest.raises(ConfigError, match="SASL/PLAIN on listener SASL_PLAINTEXT needs "
-                                          "listener.name.sasl_plaintext.plain.sasl.jaas.config"):
+    with pytest.raises(ConfigError) as exc:
         _config(**{"sasl.enabled.mechanisms": "PLAIN"})
+    assert str(exc.value).startswith(
+        "SASL/PLAIN on listener SASL_PLAINTEXT needs org.apache.kafka.common.security.plain."
+        "PlainLoginModule with its user_<name>=\"<password>\" options in listener.name."
+        "sasl_plaintext.plain.sasl.jaas.config or a JAAS file")
+
+
+JAAS_FILE = """
+// as Kafka's docs show a broker's JAAS file
+KafkaServer {
+    org.apache.kafka.common.security.plain.PlainLoginModule required
+    username="admin" password="admin-secret"
+    user_admin="admin-secret" user_carol="carol-secret";
+    org.apache.kafka.common.security.scram.ScramLoginModule required;
+};
+sasl_plaintext.KafkaServer {
+    org.apache.kafka.common.security.plain.PlainLoginModule required user_dave="dave-secret";
+};
+Client { org.apache.zookeeper.Whatever required; };
+"""
+
+
+def test_jaas_file_sections():
+    sections = parse_jaas_file(JAAS_FILE)
+    assert list(sections) == ["KafkaServer", "sasl_plaintext.KafkaServer", "Client"]
+    assert [e.login_module.rsplit(".", 1)[1] for e in sections["KafkaServer"]] == [
+        "PlainLoginModule", "ScramLoginModule"]
+    assert sections["KafkaServer"][0].options["user_carol"] == "carol-secret"
+    with pytest.raises(JaasError, match="section KafkaServer is not closed"):
+        parse_jaas_file("KafkaServer { a.B required;")
+
+
+def test_jaas_file_from_kafka_opts_listener_section_first(tmp_path):
+    path = tmp_path / "kafka_server_jaas.conf"
+    path.write_text(JAAS_FILE)
+    values = read_environment({"KAFKA_OPTS": f"-Xmx1g -Djava.security.auth.login.config={path}",
+                               "KAFKA_SASL_ENABLED_MECHANISMS": "PLAIN"})
+    assert values["java.security.auth.login.config"] == str(path)
+    listener = SaslListener(_config(**values), "SASL_PLAINTEXT", None, Clock())
+    assert listener.plain_users == {"dave": "dave-secret"}  # sasl_plaintext.KafkaServer
+    config = BrokerConfig({"listeners": "OTHER://127.0.0.1:0",
+                           "listener.security.protocol.map": "OTHER:SASL_PLAINTEXT", **values})
+    listener = SaslListener(config, "OTHER", None, Clock())
+    assert listener.plain_users == {"admin": "admin-secret", "carol": "carol-secret"}
+
+
+def test_jaas_file_errors(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read the JAAS file"):
+        _config(**{"sasl.enabled.mechanisms": "PLAIN",
+                   "java.security.auth.login.config": str(tmp_path / "missing.conf")})
+    path = tmp_path / "other.conf"
+    path.write_text("Client { a.B required; };")
+    with pytest.raises(ConfigError, match="Could not find a 'KafkaServer' or "
+                                          "'sasl_plaintext.KafkaServer' entry"):
+        _config(**{"sasl.enabled.mechanisms": "PLAIN",
+                   "java.security.auth.login.config": str(path)})
 
 
 def test_per_listener_settings_and_global_fallback():
