@@ -230,3 +230,56 @@ def test_confluent_kafka_wrong_password(broker, mechanism):
         assert "Authentication failed: Invalid username or password" in auth_errors[0].str()
     assert delivered and delivered[0] is not None  # not delivered
     _assert_no_data(broker, topic)
+
+
+# -- re-authentication (KIP-368)
+
+REAUTH_MS = 2000
+
+
+@pytest.fixture
+def reauth_broker():
+    """Sessions of REAUTH_MS on every mechanism; debug logs show each (re-)authentication."""
+    port = free_port()
+    proc = BrokerProcess(port=port, overrides=kbroker_overrides(
+        port, **{"connections.max.reauth.ms": REAUTH_MS, "log.level": "debug"}))
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+def _reauth_events(broker) -> tuple[list, list]:
+    import json
+    events = [json.loads(line) for line in broker.logs().splitlines() if line.startswith("{")]
+    return ([e for e in events if e.get("event") == "re-authenticated"],
+            [e for e in events if "SASL session expired" in e.get("reason", "")])
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka"])
+def test_clients_reauthenticate_before_their_session_ends(reauth_broker, client):
+    """Producing for three session lifetimes: the client re-authenticates its connection and
+    the broker closes none as expired."""
+    topic = unique("sasl-reauth")
+    deadline = time.monotonic() + 3 * REAUTH_MS / 1000
+    sent = 0
+    if client == "kafka-python":
+        from kafka import KafkaProducer
+        producer = KafkaProducer(bootstrap_servers=reauth_broker.bootstrap,
+                                 **_kafka_python_settings("SCRAM-SHA-256"))
+        while time.monotonic() < deadline:
+            producer.send(topic, b"x").get(timeout=10)
+            sent += 1
+            time.sleep(0.05)
+        producer.close()
+    else:
+        from confluent_kafka import Producer
+        producer = Producer(_confluent_settings(reauth_broker, "SCRAM-SHA-256"))
+        while time.monotonic() < deadline:
+            producer.produce(topic, b"x")
+            assert producer.flush(10) == 0
+            sent += 1
+            time.sleep(0.05)
+    reauths, expired = _reauth_events(reauth_broker)
+    assert sent > 20
+    assert reauths and all(e["principal"] == "User:alice" for e in reauths)
+    assert expired == []
