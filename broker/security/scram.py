@@ -284,15 +284,20 @@ class ScramCredentialStore:
             os.close(dir_fd)
 
     def _load(self) -> None:
-        with open(self.path) as f:
-            data = json.load(f)
-        for mech, creds in data.items():
-            if mech not in MECHANISMS:
-                continue
-            for user, c in creds.items():
-                self.credentials[mech][user] = ScramCredential(
-                    base64.b64decode(c["salt"]), base64.b64decode(c["stored_key"]),
-                    base64.b64decode(c["server_key"]), int(c["iterations"]))
+        try:
+            with open(self.path) as f:
+                data = json.load(f)
+            for mech, creds in data.items():
+                if mech not in MECHANISMS:
+                    continue
+                for user, c in creds.items():
+                    self.credentials[mech][user] = ScramCredential(
+                        base64.b64decode(c["salt"]), base64.b64decode(c["stored_key"]),
+                        base64.b64decode(c["server_key"]), int(c["iterations"]))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            from broker.config import ConfigError  # noqa: PLC0415 - config imports security
+            raise ConfigError(f"cannot read the SCRAM credentials in {self.path}: "
+                              f"{type(exc).__name__}") from None
 
 
 _BOOTSTRAP_ENTRY = re.compile(r"\s*(?P<mech>[A-Za-z0-9-]+)=\[(?P<fields>[^\]]*)\]\s*[,;]?")

@@ -158,6 +158,12 @@ def test_credential_store_persists_atomically(tmp_path):
     assert third.get("SCRAM-SHA-512", "bob") is None
 
 
+def test_unreadable_credentials_file_is_a_config_error(tmp_path):
+    (tmp_path / "scram-credentials.json").write_text('{"SCRAM-SHA-256": {"a": {"salt": 1}}}')
+    with pytest.raises(ConfigError, match="cannot read the SCRAM credentials in"):
+        ScramCredentialStore(str(tmp_path))
+
+
 def test_bootstrap_from_a_salted_password():
     salt = base64.b64encode(b"salt").decode()
     salted = base64.b64encode(ScramClient("SCRAM-SHA-256", "a", "pw").salted_password(
