@@ -35,6 +35,9 @@ MECHANISM_LIST = ["PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256", "OAUTHBEARER"]
 SHA256, SHA512 = 1, 2
 GENERIC = "Authentication failed during authentication due to invalid credentials with SASL " \
           "mechanism {}"
+#: SCRAM-SHA-512 sessions on the SASL listener last a minute (KIP-368); other mechanisms' never end
+REAUTH_MS = 60_000
+REAUTH = {"listener.name.sasl_plaintext.scram-sha-512.connections.max.reauth.ms": REAUTH_MS}
 
 
 class SaslTarget:
@@ -106,7 +109,7 @@ def sasl_kafka():
                                 f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
                                           "SASL_PLAINTEXT:SASL_PLAINTEXT",
-        **listener_settings()})
+        **listener_settings(), **REAUTH})
     server.start()
     target = SaslTarget("kafka", server.port, sasl_port, server)
     try:
@@ -121,7 +124,7 @@ def sasl_kbroker():
     port, sasl_port = free_port(), free_port()
     server = BrokerProcess(port=port, overrides={
         "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-        **listener_settings()})
+        **listener_settings(), **REAUTH})
     server.start()
     target = SaslTarget("kbroker", port, sasl_port, server)
     try:
@@ -424,3 +427,66 @@ def test_kcat_with_librdkafka_2_0_scram_is_refused(target, mechanism):
     assert result.returncode != 0
     assert ("SASL authentication error: Authentication failed during authentication due to "
             f"invalid credentials with SASL mechanism {mechanism}") in result.stderr
+
+
+# -- re-authentication (KIP-368): SCRAM-SHA-512 sessions of REAUTH_MS
+
+
+def _scram_exchange(client: RawClient, mechanism: str, user: str, password: str,
+                    version: int = 2):
+    assert handshake(client, mechanism).error_code == 0
+    scram = ScramClient(mechanism, user, password)
+    first = authenticate(client, scram.first(), version)
+    assert first.error_code == 0, first
+    return authenticate(client, scram.final(first.auth_bytes), version)
+
+
+def _add_bob(target: SaslTarget) -> None:
+    client = target.plain()
+    try:
+        response = client.call(AlterUserScramCredentialsRequest(
+            deletions=[], upsertions=[_upsert(SHA512, "bob", "bob-secret")]), 0)
+        assert [r.error_code for r in response.results] == [0]
+    finally:
+        client.close()
+    deadline = time.monotonic() + 30
+    while _scram_login(target, "SCRAM-SHA-512", "bob", "bob-secret")[1].error_code != 0:
+        assert time.monotonic() < deadline, "bob's SCRAM credentials never worked"
+        time.sleep(0.2)
+
+
+def test_session_lifetime_and_reauthentication(client):
+    done = _scram_exchange(client, "SCRAM-SHA-512", "alice", ALICE_PASSWORD)
+    assert (done.error_code, done.session_lifetime_ms) == (0, REAUTH_MS)
+    assert _metadata_ok(client)
+    again = _scram_exchange(client, "SCRAM-SHA-512", "alice", ALICE_PASSWORD)
+    assert (again.error_code, again.session_lifetime_ms) == (0, REAUTH_MS)
+    assert _metadata_ok(client)
+    # a second re-authentication within a second is an ordinary, refused, SaslHandshake
+    assert handshake(client, "SCRAM-SHA-512").error_code == E.ILLEGAL_SASL_STATE
+    assert _metadata_ok(client)
+
+
+def test_session_lifetime_only_for_its_mechanism(client):
+    assert handshake(client, "PLAIN").error_code == 0
+    done = authenticate(client, plain_token("alice", ALICE_PASSWORD))
+    assert (done.error_code, done.session_lifetime_ms) == (0, 0)
+    assert handshake(client, "PLAIN").error_code == E.ILLEGAL_SASL_STATE  # no session to renew
+
+
+def test_reauthentication_with_another_principal_fails(target, client):
+    _add_bob(target)
+    assert _scram_exchange(client, "SCRAM-SHA-512", "alice", ALICE_PASSWORD).error_code == 0
+    response = _scram_exchange(client, "SCRAM-SHA-512", "bob", "bob-secret")
+    assert (response.error_code, response.error_message) == (
+        E.SASL_AUTHENTICATION_FAILED,
+        "Cannot change principals during re-authentication from User.alice: User.bob")
+    assert closed_by_peer(client)
+
+
+def test_reauthentication_with_another_mechanism_closes(client):
+    assert _scram_exchange(client, "SCRAM-SHA-512", "alice", ALICE_PASSWORD).error_code == 0
+    assert handshake(client, "SCRAM-SHA-256").error_code == 0
+    client.send(SaslAuthenticateRequest(
+        auth_bytes=ScramClient("SCRAM-SHA-256", "alice", ALICE_PASSWORD).first()), 2)
+    assert closed_by_peer(client)
