@@ -24,9 +24,9 @@ const kafka = new Kafka({
   sasl,
   ssl: false,
   logLevel: logLevel.NOTHING,
-  // a loaded test machine can take seconds for SCRAM's PBKDF2: an authentication that times out
-  // on the client starts a second SaslHandshake on the same connection, which Kafka (and this
-  // broker) answer ILLEGAL_SASL_STATE
+  // generous timeouts for a loaded test machine: one run of the suite once saw kafkajs fail a
+  // SCRAM-SHA-512 login with ILLEGAL_SASL_STATE (a second SaslHandshake on a connection in the
+  // middle of its exchange?); not seen again in 16 parallel runs, cause not established
   authenticationTimeout: 60000,
   requestTimeout: 60000,
   retry: { retries: 1 }
