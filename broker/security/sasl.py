@@ -321,8 +321,8 @@ class SaslAuthenticator:
         return True
 
     def _illegal_state(self, frame, api_key: int) -> None:
-        """Another request during the SaslAuthenticate exchange: Kafka answers it with
-        ILLEGAL_SASL_STATE where its response has a top-level error code, then closes."""
+        """Another request during the SaslAuthenticate exchange: Kafka answers it with its
+        error response for ILLEGAL_SASL_STATE, then closes."""
         reason = f"Unexpected Kafka request of type {_api_name(api_key)} during SASL " \
                  "authentication."
         self.state = FAILED
@@ -472,15 +472,17 @@ class SaslServers:
 
 
 def error_response_for(frame, error_code: int):
-    """(header, handler, response) for a request answered with only an error code (Kafka's
-    getErrorResponse for the APIs whose response has a top-level error code), or None."""
+    """(header, handler, response) answering a request with an error during an exchange, as
+    Kafka's getErrorResponse does: the response's top-level error code where its version has
+    one, the rest empty (Kafka also sets the code on each item the request named: a client
+    that sends such requests then is not one that reads the answer); None for a request we
+    cannot decode the header of or serve the version of."""
     from broker import apis  # noqa: PLC0415
     header = read_request_header(frame)
     handler = apis.HANDLERS.get(header.api_key)
     if handler is None or not handler.min_version <= header.api_version <= handler.max_version:
         return None
     response = handler.response()
-    if not hasattr(response, "error_code"):
-        return None
-    response.error_code = error_code
+    if hasattr(response, "error_code"):  # encoded only by the versions that have the field
+        response.error_code = error_code
     return header, handler, response

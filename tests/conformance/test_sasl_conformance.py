@@ -490,3 +490,13 @@ def test_reauthentication_with_another_mechanism_closes(client):
     client.send(SaslAuthenticateRequest(
         auth_bytes=ScramClient("SCRAM-SHA-256", "alice", ALICE_PASSWORD).first()), 2)
     assert closed_by_peer(client)
+
+
+def test_other_request_during_authenticate(client):
+    """Kafka answers it with the API's error response (Metadata without topics: an empty one),
+    then closes the connection."""
+    assert handshake(client, "PLAIN").error_code == 0
+    response = client.call(MetadataRequest(topics=[], allow_auto_topic_creation=False), 12)
+    assert (response.brokers, response.topics, response.cluster_id, response.controller_id) == (
+        [], [], None, -1)
+    assert closed_by_peer(client)

@@ -296,6 +296,18 @@ async def test_other_request_during_authenticate_gets_illegal_sasl_state(broker)
     assert client.closed_after_delay
 
 
+async def test_other_request_during_authenticate_gets_its_error_response(broker):
+    client = Client(broker)
+    client.call(SaslHandshakeRequest(mechanism="PLAIN"), 1)
+    with capture_logs() as logs:
+        response = metadata(client)
+    assert response.error_code == ErrorCode.ILLEGAL_SASL_STATE and response.brokers == []
+    assert client.closed_after_delay
+    assert [e["reason"] for e in logs if e["event"] == "closing connection"] == [
+        "SASL authentication failed: Unexpected Kafka request of type DESCRIBE_CLUSTER during "
+        "SASL authentication."]
+
+
 async def test_frame_over_max_receive_size_before_authentication():
     broker = make_broker(**{"sasl.server.max.receive.size": 1000})
     client = Client(broker)
