@@ -22,7 +22,7 @@ import pytest
 from protocol.errors import ErrorCode as E
 from protocol.messages import (AlterUserScramCredentialsRequest, ApiVersionsRequest,
                                DescribeUserScramCredentialsRequest, MetadataRequest,
-                               SaslAuthenticateRequest, SaslHandshakeRequest)
+                               SaslAuthenticateRequest)
 from tests.security.sasl_support import (ALICE_PASSWORD, ScramClient, authenticate,
                                          closed_by_peer, handshake, listener_settings,
                                          oauth_initial_response, plain_token, read_raw_token,
