@@ -11,6 +11,8 @@ from .coordinator_log import begin_loading_all
 from .fetch_purgatory import FetchPurgatory
 from .offsets_topic import build_coordinator, load_all
 from .producer_ids import ProducerIdManager
+from .security.sasl import SaslServers
+from .security.scram import ScramCredentialStore
 from .metrics import Metrics
 from .security.authorization import Authorization
 from .server import Server
@@ -42,6 +44,12 @@ class Broker:
         self.topics = TopicManager(config, config["log.dirs"])
         self.topics.logs.set_memory_budget(config["log.memory.max.bytes"])
         self.faults = Faults(self)
+        #: SCRAM users (AlterUserScramCredentials), and what every SASL listener serves
+        self.scram_credentials = ScramCredentialStore(config["log.dirs"])
+        added = self.scram_credentials.bootstrap(config["sasl.scram.bootstrap.credentials"])
+        if added:
+            log.info("SCRAM credentials added from sasl.scram.bootstrap.credentials", count=added)
+        self.sasl = SaslServers(config, self.scram_credentials, self.clock)
         self.server = Server(self)
         self.producer_ids = ProducerIdManager(config["log.dirs"])
         self.ready = False

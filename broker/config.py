@@ -139,6 +139,29 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "(User:admin;User:ops)."),
     Setting("allow.everyone.if.no.acl.found", _bool, False,
             "With the authorizer: allow a request on a resource that has no ACL at all."),
+    Setting("sasl.enabled.mechanisms", _list, ("GSSAPI",),
+            "SASL mechanisms served on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+            "OAUTHBEARER (per listener: listener.name.<l>.sasl.enabled.mechanisms)."),
+    Setting("sasl.jaas.config", _opt_str, None,
+            "JAAS login module of every SASL listener and mechanism that has no "
+            "listener.name.<l>.<mechanism>.sasl.jaas.config (Kafka brokers ignore this "
+            "unprefixed form; see README)."),
+    Setting("java.security.auth.login.config", _opt_str, None,
+            "A JAAS file with KafkaServer or <listener>.KafkaServer sections, used where no "
+            "sasl.jaas.config applies (also read from KAFKA_OPTS=-Djava.security.auth.login."
+            "config=FILE, as Kafka's scripts pass it)."),
+    Setting("sasl.server.max.receive.size", int, 524288,
+            "Largest frame a client may send before it has authenticated."),
+    Setting("connection.failed.authentication.delay.ms", int, 100,
+            "A connection whose authentication failed is closed this long after the failure "
+            "answer."),
+    Setting("connections.max.reauth.ms", int, 0,
+            "SASL session lifetime: after it a connection must re-authenticate (KIP-368) or is "
+            "closed (0 = never; per mechanism: listener.name.<l>.<mechanism>.connections."
+            "max.reauth.ms)."),
+    Setting("sasl.scram.bootstrap.credentials", _opt_str, None,
+            "SCRAM users added at first start, as kafka-storage format --add-scram takes them: "
+            "SCRAM-SHA-256=[name=alice,password=alice-secret] SCRAM-SHA-512=[...]."),
     Setting("log.dirs", _opt_str, None,
             "Data directory; unset = in-memory storage (nothing on disk)."),
     Setting("num.partitions", int, 1, "Partitions of an auto-created topic."),
@@ -263,32 +286,53 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("log.level", _str, "info", "debug, info, warning or error."),
 ]}
 
+#: settings whose values are secrets: never repeated in an error message or a log line
+SECRET_SETTINGS = {"sasl.jaas.config", "sasl.scram.bootstrap.credentials"}
+#: settings a listener may override as listener.name.<listener>.<name>; those in
+#: MECHANISM_SETTINGS only per mechanism, as listener.name.<listener>.<mechanism>.<name>
+LISTENER_SETTINGS = {*(name for name in SETTINGS if name.startswith("ssl.")),
+                     "sasl.enabled.mechanisms", "sasl.server.max.receive.size",
+                     "connections.max.reauth.ms"}
+MECHANISM_SETTINGS = {"sasl.jaas.config", "connections.max.reauth.ms"}
+_LISTENER_NAME = re.compile(r"listener\.name\.([^.]+)\.(.+)")
+_MECHANISM_PREFIX = re.compile(r"(gssapi|plain|scram-sha-256|scram-sha-512|oauthbearer)\.(.+)")
+
+
+def listener_setting_key(name: str):
+    """'listener.name.sasl_plaintext.plain.sasl.jaas.config' -> ('SASL_PLAINTEXT', 'PLAIN',
+    'sasl.jaas.config'); None for a name that is no per-listener setting."""
+    match = _LISTENER_NAME.fullmatch(name)
+    if match is None:
+        return None
+    listener, rest = match[1].upper(), match[2]
+    if rest in LISTENER_SETTINGS:
+        return listener, None, rest
+    mech = _MECHANISM_PREFIX.fullmatch(rest)
+    if mech is not None and mech[2] in MECHANISM_SETTINGS:
+        return listener, mech[1].upper(), mech[2]
+    return None
+
+
 # environment names that Kafka's container images use for a different setting name
 ENV_ALIASES = {"KAFKA_LOG_DIR": "log.dirs", "KAFKA_DATA_DIR": "log.dirs"}
-
-
-#: settings that may be given for one listener: listener.name.<listener lowercased>.<name>
-PER_LISTENER = frozenset(name for name in SETTINGS if name.startswith("ssl."))
-_LISTENER_PREFIXED = re.compile(r"listener\.name\.([^.]+)\.(.+)")
-
-
-def listener_setting(name: str) -> tuple[str, Setting] | None:
-    """'listener.name.ssl.ssl.keystore.location' -> ('ssl', the ssl.keystore.location
-    setting); None when ``name`` is no per-listener form of a setting that allows one."""
-    found = _LISTENER_PREFIXED.fullmatch(name)
-    if found is None or found.group(2) not in PER_LISTENER:
-        return None
-    return found.group(1).lower(), SETTINGS[found.group(2)]
 
 
 def parse_listeners(text: str) -> list[tuple[str, str, int]]:
     """'NAME://host:port,...' -> [(name, host, port)]."""
     out = []
     for item in filter(None, (x.strip() for x in text.split(","))):
-        parts = urlsplit(item if "://" in item else "PLAINTEXT://" + item)
-        if parts.port is None:
+        name, sep, address = item.partition("://")
+        if not sep:
+            name, address = "PLAINTEXT", item
+        # the name is parsed apart: urlsplit takes no "_" in a scheme (SASL_PLAINTEXT://...)
+        parts = urlsplit("listener://" + address)
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if port is None:
             raise ConfigError(f"listener {item!r} has no port")
-        out.append((parts.scheme.upper(), parts.hostname or "", parts.port))
+        out.append((name.strip().upper(), parts.hostname or "", port))
     if not out:
         raise ConfigError("no listeners configured")
     names = [n for n, _, _ in out]
@@ -317,22 +361,38 @@ class BrokerConfig:
 
     def __init__(self, values: dict[str, object] | None = None) -> None:
         self.values = {name: s.default for name, s in SETTINGS.items()}
+        #: (listener, mechanism or None, setting) -> value, from listener.name.<l>.[<mech>.]<name>
+        self.listener_values: dict[tuple, object] = {}
         for name, value in (values or {}).items():
             self.set(name, value)
         self.validate()
 
     def set(self, name: str, value) -> None:
         setting = SETTINGS.get(name)
+        key = None
         if setting is None:
-            prefixed = listener_setting(name)
-            if prefixed is None:
+            key = listener_setting_key(name)
+            if key is None:
                 raise ConfigError(f"unknown setting {name!r} (see --help for the list)")
-            listener, setting = prefixed
-            name = f"listener.name.{listener}.{setting.name}"
+            setting = SETTINGS[key[2]]
         try:
-            self.values[name] = setting.parse(value)
+            parsed = setting.parse(value)
         except (TypeError, ValueError) as exc:
+            if setting.name in SECRET_SETTINGS:
+                raise ConfigError(f"bad value for {name}") from None
             raise ConfigError(f"bad value {value!r} for {name}: {exc}") from None
+        if key is None:
+            self.values[name] = parsed
+        else:
+            self.listener_values[key] = parsed
+
+    def listener_get(self, listener: str, name: str, mechanism: str | None = None):
+        """A setting as a listener (and mechanism) sees it: its listener.name.<l>.<mech>.
+        override, else its listener.name.<l>. one, else the broker-wide value."""
+        value = self.listener_values.get((listener, mechanism, name))
+        if value is None and mechanism is not None:
+            value = self.listener_values.get((listener, None, name))
+        return self.values[name] if value is None else value
 
     def __getitem__(self, name: str):
         return self.values[name]
@@ -357,16 +417,13 @@ class BrokerConfig:
                 raise ConfigError(f"No security protocol defined for listener {name} "
                                   "(add it to listener.security.protocol.map)")
             self.security_protocols[name] = protocols[name]
-        unsupported = sorted({p for p in self.security_protocols.values()
-                              if p not in ("PLAINTEXT", "SSL")})
-        if unsupported:
-            raise ConfigError(f"security protocol {', '.join(unsupported)} is not supported yet: "
-                              "only PLAINTEXT and SSL listeners can be configured")
         self._validate_listener_settings()
         authorizer = self["authorizer.class.name"].strip()
         if authorizer and authorizer != STANDARD_AUTHORIZER:
             raise ConfigError(f"authorizer.class.name {authorizer!r} is not supported: the only "
                               f"authorizer is {STANDARD_AUTHORIZER} (or empty for none)")
+        from broker.security.sasl import validate_sasl_config  # noqa: PLC0415 - imports config
+        validate_sasl_config(self)
         if self["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
             raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
@@ -413,12 +470,12 @@ class BrokerConfig:
         """listener.name.<l>.* names a configured listener; the ssl.* settings of every TLS
         listener are sound (files are read when the listener starts)."""
         from broker.security import tls
-        names = {n.lower() for n, _, _ in self.listeners}
-        for name in self.values:
-            prefixed = listener_setting(name)
-            if prefixed is not None and prefixed[0] not in names:
-                raise ConfigError(f"{name} names no listener (listeners: "
-                                  f"{', '.join(sorted(names))})")
+        names = {n for n, _, _ in self.listeners}
+        for listener, mechanism, setting in self.listener_values:
+            if listener not in names:
+                given = f"{mechanism.lower()}.{setting}" if mechanism else setting
+                raise ConfigError(f"listener.name.{listener.lower()}.{given} names no listener "
+                                  f"(listeners: {', '.join(sorted(n.lower() for n in names))})")
         for name, protocol in self.security_protocols.items():
             if protocol in tls.TLS_PROTOCOLS:
                 try:
@@ -455,21 +512,33 @@ def read_environment(environ=os.environ) -> dict[str, object]:
     for env_name, name in ENV_ALIASES.items():
         if env_name in environ:
             out[name] = environ[env_name]
+    # the JVM option Kafka's start scripts pass on: the JAAS file of the SASL listeners
+    match = re.search(r"-Djava\.security\.auth\.login\.config=(\"[^\"]*\"|\S+)",
+                      environ.get("KAFKA_OPTS", ""))
+    if match:
+        out["java.security.auth.login.config"] = match[1].strip('"')
     for prefix in ("KAFKA_", "KBROKER_"):
         for name in SETTINGS:
             value = environ.get(prefix + name.upper().replace(".", "_"))
             if value is not None:
                 out[name] = value
-        # per-listener settings: KAFKA_LISTENER_NAME_<LISTENER>_SSL_KEYSTORE_LOCATION (the
-        # listener name may hold underscores: the setting is matched at the end)
+        # per-listener settings, named as Kafka's container images name them: "_" is ".",
+        # "__" is "_" and "___" is "-" (KAFKA_LISTENER_NAME_SASL__PLAINTEXT_PLAIN_SASL_JAAS_CONFIG);
+        # else a listener name with single underscores, the setting matched at the end
+        # (KAFKA_LISTENER_NAME_SSL_INTERNAL_SSL_KEYSTORE_LOCATION)
         start = prefix + "LISTENER_NAME_"
         for env_name, value in environ.items():
             if not env_name.startswith(start):
                 continue
+            name = env_name[len(prefix):].lower().replace("___", "\0").replace(
+                "__", "\1").replace("_", ".").replace("\0", "-").replace("\1", "_")
+            if listener_setting_key(name) is not None:
+                out[name] = value
+                continue
             rest = env_name[len(start):]
-            for name in sorted(PER_LISTENER, key=len, reverse=True):
-                suffix = "_" + name.upper().replace(".", "_")
+            for setting in sorted(LISTENER_SETTINGS, key=len, reverse=True):
+                suffix = "_" + setting.upper().replace(".", "_")
                 if rest.endswith(suffix) and len(rest) > len(suffix):
-                    out[f"listener.name.{rest[:-len(suffix)].lower()}.{name}"] = value
+                    out[f"listener.name.{rest[:-len(suffix)].lower()}.{setting}"] = value
                     break
     return out

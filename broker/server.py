@@ -31,6 +31,7 @@ import time
 import structlog
 
 from broker.security import ANONYMOUS, tls
+from broker.security.sasl import SASL_PROTOCOLS, error_response_for
 from protocol.framing import read_request_header, response_header
 from protocol.messages import ApiVersionsResponse
 from protocol.schema import DecodeError
@@ -145,6 +146,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.principal = ANONYMOUS
         self.clock = broker.clock
         self.max_frame = broker.config["socket.request.max.bytes"]
+        #: the setting max_frame comes from, for the log line of a frame over it
+        self.max_frame_setting = "socket.request.max.bytes"
         self.max_in_flight = broker.config["queued.max.requests"]
         self.loop = None
         self.transport = None
@@ -181,6 +184,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         #: waits for the broker's request bytes to fall under it
         self.frame_reserved = 0
         self.waiting_for_memory = False
+        #: a failed authentication: the connection closes only when this delay is over
+        self.close_delayed = False
         #: last read or write (broker clock, ms), and the transport's write buffer after the last
         #: write or look of the idle check: a buffer that shrank since was being sent
         self.last_active = 0
@@ -191,6 +196,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         #: the address whose slot of the server's connection quotas this connection holds (given
         #: back once, when it closes)
         self.quota_host: str | None = None
+        #: SASL listeners: the connection's authentication state (broker/security/sasl.py), which
+        #: sees every frame first while it has something to say (``screening``)
+        self.authenticator = broker.sasl.authenticator(self) \
+            if self.security_protocol in SASL_PROTOCOLS else None
 
     # -- asyncio callbacks
 
@@ -316,7 +325,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 break
             (size,) = _SIZE.unpack_from(buf, start)
             if size < 0 or size > self.max_frame:
-                self.close_after_answers(f"frame size {size} outside 0..socket.request.max.bytes "
+                self.close_after_answers(f"frame size {size} outside 0..{self.max_frame_setting} "
                                          f"({self.max_frame})")
                 return
             if server.queued_max_request_bytes and not self.frame_reserved \
@@ -378,6 +387,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def handle_frame(self, frame) -> None:
         received = time.monotonic()
+        auth = self.authenticator
+        if auth is not None and auth.screening and auth.screen(frame):
+            return
         try:
             header = read_request_header(frame)
         except DecodeError as exc:
@@ -423,6 +435,30 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("handler failed", api=handler.name, version=version, peer=self.peer)
             self.close(f"internal error in {handler.name}")
+
+    def send_raw(self, data: bytes) -> None:
+        """Bytes without a Kafka response header: a SASL token of the SaslHandshake v0 flow,
+        whose requests have no headers either (and nothing else is in flight then)."""
+        if self.pending:
+            self.close_after_answers("SASL token while requests are in flight")
+            return
+        self.out.append(data)
+        self.out_bytes += len(data)
+        if not self.batching:
+            self._flush()
+
+    def answer_error(self, frame, error_code: int) -> bool:
+        """Answer a request with only an error code (during SASL authentication, as Kafka's
+        getErrorResponse does); False when its response has no top-level error code."""
+        found = error_response_for(frame, error_code)
+        if found is None:
+            return False
+        header, handler, response = found
+        codec = handler.codecs.get(header.api_version) or handler.codec(header.api_version)
+        req = Request(self, handler, codec, header, time.monotonic())
+        self.pending.append(req)
+        req.respond(response)
+        return True
 
     def _complete(self, request: Request, chunks, response, nbytes: int) -> None:
         request.chunks = chunks
@@ -498,7 +534,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self.batching:
             self._finish_closing()
 
+    def close_after_delay(self, reason: str, delay_ms: int) -> None:
+        """close_after_answers, and then wait ``delay_ms`` more before closing: a failed
+        authentication (Kafka's connection.failed.authentication.delay.ms), so that a client
+        reads its answer before the connection ends and cannot retry at once."""
+        if self.closed or self.closing:
+            return
+        if delay_ms > 0:
+            self.close_delayed = True
+            self.broker.timer.call_later(delay_ms, self._delay_over)
+        self.close_after_answers(reason)
+
+    def _delay_over(self) -> None:
+        self.close_delayed = False
+        if not self.closed:
+            self._finish_closing()
+
     def _finish_closing(self) -> None:
+        if self.close_delayed:
+            return
         if self.closing and not self.pending and not self.closed:
             self._flush()
             self.closed = True

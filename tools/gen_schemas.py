@@ -41,7 +41,8 @@ APIS = {
     "ListTransactions": None, "WriteTxnMarkers": None, "OffsetForLeaderEpoch": None,
     "DescribeTopicPartitions": None, "ElectLeaders": None, "AlterPartitionReassignments": None,
     "ListPartitionReassignments": None, "AlterReplicaLogDirs": None, "DescribeQuorum": None,
-    "ListConfigResources": None,
+    "ListConfigResources": None, "AlterUserScramCredentials": None,
+    "DescribeUserScramCredentials": None,
 }
 CLIENT_DATA = ["RequestHeader", "ResponseHeader", "ConsumerProtocolSubscription",
                "ConsumerProtocolAssignment", "EndTxnMarker"]

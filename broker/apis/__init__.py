@@ -21,7 +21,8 @@ _MODULES = [
     "end_txn", "txn_offset_commit", "describe_transactions", "list_transactions",
     "offset_for_leader_epoch", "describe_topic_partitions", "elect_leaders",
     "alter_partition_reassignments", "list_partition_reassignments", "alter_replica_log_dirs",
-    "describe_quorum", "list_config_resources",
+    "describe_quorum", "list_config_resources", "sasl_handshake", "sasl_authenticate",
+    "alter_user_scram_credentials", "describe_user_scram_credentials",
 ]
 
 

@@ -65,9 +65,7 @@ class TlsConfigError(ConfigError):
 def listener_ssl_settings(config, listener: str) -> dict:
     """The ssl.* settings of ``listener``: ``listener.name.<listener lowercased>.ssl.x`` where
     given, else the broker-wide ``ssl.x`` (Kafka's valuesWithPrefixOverride)."""
-    prefix = f"listener.name.{listener.lower()}."
-    values = config.values
-    return {name: values.get(prefix + name, values[name]) for name in SSL_SETTING_NAMES}
+    return {name: config.listener_get(listener, name) for name in SSL_SETTING_NAMES}
 
 
 # -- ssl.principal.mapping.rules (Kafka's SslPrincipalMapper)

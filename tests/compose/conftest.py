@@ -1,6 +1,7 @@
 """The integration-test service of docker-compose.yml: a kafka-python consumer-group suite run
 against the broker named by BOOTSTRAP_SERVERS (host:port[,host:port]); METRICS_URL, when set,
-is the broker's metrics endpoint (http://host:port).
+is the broker's metrics endpoint (http://host:port). SECURITY_PROTOCOL (SASL_PLAINTEXT),
+SASL_MECHANISM, SASL_USERNAME and SASL_PASSWORD, when set, are how the clients authenticate.
 
 Without BOOTSTRAP_SERVERS there is no broker to test, so nothing here is collected (the main
 suite runs this one through tests/integration/test_operations.py, with a broker it starts).
@@ -18,6 +19,18 @@ if not os.environ.get("BOOTSTRAP_SERVERS"):
 @pytest.fixture(scope="session")
 def bootstrap() -> str:
     return os.environ["BOOTSTRAP_SERVERS"]
+
+
+@pytest.fixture(scope="session")
+def security() -> dict:
+    """kafka-python's security settings for every client of the suite (none: PLAINTEXT)."""
+    protocol = os.environ.get("SECURITY_PROTOCOL", "PLAINTEXT")
+    if protocol == "PLAINTEXT":
+        return {}
+    return {"security_protocol": protocol,
+            "sasl_mechanism": os.environ.get("SASL_MECHANISM", "PLAIN"),
+            "sasl_plain_username": os.environ.get("SASL_USERNAME"),
+            "sasl_plain_password": os.environ.get("SASL_PASSWORD")}
 
 
 @pytest.fixture(scope="session")

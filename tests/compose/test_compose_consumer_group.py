@@ -28,12 +28,13 @@ def wait_for(condition, what: str, timeout: float = TIMEOUT):
 class Member(threading.Thread):
     """One group member polling in its own thread; commits after every poll with records."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, name: str) -> None:
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str,
+                 security: dict) -> None:
         super().__init__(name=name, daemon=True)
         self.consumer = KafkaConsumer(
             bootstrap_servers=bootstrap, group_id=group, client_id=name,
             enable_auto_commit=False, auto_offset_reset="earliest",
-            session_timeout_ms=10000, heartbeat_interval_ms=500)
+            session_timeout_ms=10000, heartbeat_interval_ms=500, **security)
         self.consumer.subscribe([topic])
         # metadata loaded before the first join: kafka-python 3.0.12 can lose the rejoin a
         # leader makes when a topic's metadata arrives after it assigned (tests/support.py)
@@ -78,8 +79,8 @@ class Member(threading.Thread):
         assert self.error is None, f"{self.name} failed: {self.error!r}"
 
 
-def produce(bootstrap: str, topic: str, values: list[str]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+def produce(bootstrap: str, topic: str, values: list[str], security: dict) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", **security)
     try:
         for i, value in enumerate(values):
             producer.send(topic, value=value.encode(), partition=i % PARTITIONS)
@@ -88,24 +89,24 @@ def produce(bootstrap: str, topic: str, values: list[str]) -> None:
         producer.close(5)
 
 
-def test_consumer_group_shares_commits_and_takes_over(bootstrap):
+def test_consumer_group_shares_commits_and_takes_over(bootstrap, security):
     run = uuid.uuid4().hex[:8]
     topic, group = f"compose-topic-{run}", f"compose-group-{run}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="compose-tests")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="compose-tests", **security)
     members: list[Member] = []
     try:
         admin.create_topics([NewTopic(name=topic, num_partitions=PARTITIONS,
                                       replication_factor=1)])
         first = [f"a{i}" for i in range(40)]
-        produce(bootstrap, topic, first)
+        produce(bootstrap, topic, first, security)
 
-        one = Member(bootstrap, group, topic, f"member-one-{run}")
+        one = Member(bootstrap, group, topic, f"member-one-{run}", security)
         members.append(one)
         one.start()
         wait_for(lambda: one.assignment() == set(range(PARTITIONS)),
                  "the first member to get every partition")
 
-        two = Member(bootstrap, group, topic, f"member-two-{run}")
+        two = Member(bootstrap, group, topic, f"member-two-{run}", security)
         members.append(two)
         two.start()
 
@@ -132,13 +133,13 @@ def test_consumer_group_shares_commits_and_takes_over(bootstrap):
         wait_for(lambda: one.assignment() == set(range(PARTITIONS)),
                  "the remaining member to take every partition")
         second = [f"b{i}" for i in range(8)]
-        produce(bootstrap, topic, second)
+        produce(bootstrap, topic, second, security)
         wait_for(lambda: set(second) <= one.seen(), "the remaining member to get new records")
         one.stop()
 
         assert admin.describe_groups([group])[group]["group_state"] == "Empty"
         final = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
-                              enable_auto_commit=False)
+                              enable_auto_commit=False, **security)
         try:
             for p in range(PARTITIONS):
                 assert final.committed(TopicPartition(topic, p)) == 12

@@ -196,7 +196,7 @@ def test_compose_file_is_valid():
     env = broker["environment"]
     listeners = dict(item.split("://") for item in env["KAFKA_LISTENERS"].split(","))
     advertised = dict(item.split("://") for item in env["KAFKA_ADVERTISED_LISTENERS"].split(","))
-    assert len(listeners) == 2 and set(listeners) == set(advertised)
+    assert len(listeners) == 3 and set(listeners) == set(advertised)
     assert any(a.startswith("broker:") for a in advertised.values()), "one for other containers"
     assert any(a.startswith("localhost:") for a in advertised.values()), "one for the host"
     published = {p["published"] for p in broker["ports"]}
@@ -205,8 +205,14 @@ def test_compose_file_is_valid():
     assert broker["build"]["target"] == "broker"
     assert tests["build"]["target"] == "compose-tests"
     assert tests["depends_on"]["broker"]["condition"] == "service_healthy"
-    internal = [a for a in advertised.values() if a.startswith("broker:")][0]
-    assert tests["environment"]["BOOTSTRAP_SERVERS"] == internal
+    # the tests service authenticates on the SASL listener other containers reach
+    protocols = dict(item.split(":") for item in
+                     env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
+    assert sorted(protocols.values()) == ["PLAINTEXT", "PLAINTEXT", "SASL_PLAINTEXT"]
+    sasl = [n for n, p in protocols.items() if p == "SASL_PLAINTEXT"][0]
+    assert advertised[sasl].startswith("broker:")
+    assert tests["environment"]["BOOTSTRAP_SERVERS"] == advertised[sasl]
+    assert tests["environment"]["SECURITY_PROTOCOL"] == "SASL_PLAINTEXT"
 
 
 def test_compose_test_service_against_broker_with_compose_environment(tmp_path):
@@ -215,8 +221,8 @@ def test_compose_test_service_against_broker_with_compose_environment(tmp_path):
     healthcheck's command must pass; then the tests service's own command must pass."""
     config = yaml.safe_load(open(COMPOSE_FILE))
     services = config["services"]
-    internal, external, metrics = free_port(), free_port(), free_port()
-    ports = {"29092": internal, "9092": external, "9404": metrics}
+    internal, external, metrics, sasl = free_port(), free_port(), free_port(), free_port()
+    ports = {"29092": internal, "9092": external, "9404": metrics, "29093": sasl}
     data_dir = str(tmp_path / "data")
 
     def mapped(value: str) -> str:
@@ -254,7 +260,7 @@ def test_compose_test_service_against_broker_with_compose_environment(tmp_path):
         tests = services["tests"]
         test_env = clean_environ()
         test_env.update({k: mapped(v) for k, v in tests["environment"].items()})
-        assert test_env["BOOTSTRAP_SERVERS"] == f"127.0.0.1:{internal}"
+        assert test_env["BOOTSTRAP_SERVERS"] == f"127.0.0.1:{sasl}"
         result = subprocess.run(local_command(tests["command"]), cwd=ROOT, env=test_env,
                                 capture_output=True, text=True, timeout=240)
         assert result.returncode == 0, result.stdout + result.stderr
@@ -265,12 +271,15 @@ def test_compose_test_service_against_broker_with_compose_environment(tmp_path):
     assert code == 0
     lines = [json.loads(ln) for ln in log_path.read_text().splitlines() if ln.strip()]
     bound = {e["listener"]: e["port"] for e in lines if e["event"] == "listening"}
-    assert bound == {"INTERNAL": internal, "EXTERNAL": external}
+    assert bound == {"INTERNAL": internal, "EXTERNAL": external, "SASL": sasl}
     assert not [e for e in lines if e["level"] in ("error", "critical")]
     # KAFKA_LOG_DIRS was honoured: the group's offsets and the topic are on disk
     stored = os.listdir(data_dir)
     assert any(name.startswith("__consumer_offsets-") for name in stored)
     assert any(name.startswith("compose-topic-") for name in stored)
+    # KAFKA_SASL_SCRAM_BOOTSTRAP_CREDENTIALS was stored as salted keys, never the password
+    scram = open(os.path.join(data_dir, "scram-credentials.json")).read()
+    assert '"app"' in scram and "app-secret" not in scram
 
 
 # ---------------------------------------------------------------------------- a formed group

@@ -1,0 +1,48 @@
+"""DescribeUserScramCredentials: which SCRAM mechanisms (and iteration counts) users have, never
+their keys; as Kafka's ScramImage.describe answers it (all users for a null or empty list, a user
+named twice DUPLICATE_RESOURCE, an unknown one RESOURCE_NOT_FOUND)."""
+from __future__ import annotations
+
+from broker.security.scram import MECHANISMS
+from protocol.errors import ErrorCode
+from protocol.messages import DescribeUserScramCredentialsResponse
+
+NAME = "DescribeUserScramCredentials"
+VERSIONS = (0, 0)
+
+Response = DescribeUserScramCredentialsResponse
+Result = Response.DescribeUserScramCredentialsResult
+Info = Response.CredentialInfo
+
+
+def handle(broker, ctx, request, respond) -> None:
+    store = broker.scram_credentials
+    duplicated: dict[str, bool] = {}
+    if not request.users:
+        duplicated = dict.fromkeys(store.users(), False)
+    else:
+        for user in request.users:
+            duplicated[user.name] = user.name in duplicated
+    results = []
+    for user, twice in duplicated.items():
+        if twice:
+            results.append(Result(
+                user=user, error_code=ErrorCode.DUPLICATE_RESOURCE,
+                error_message="Cannot describe SCRAM credentials for the same user twice in a "
+                              f"single request: {user}", credential_infos=[]))
+            continue
+        infos = []
+        for name, mech in MECHANISMS.items():
+            credential = store.get(name, user)
+            if credential is not None:
+                infos.append(Info(mechanism=mech.type, iterations=credential.iterations))
+        if infos:
+            results.append(Result(user=user, error_code=ErrorCode.NONE,
+                                  credential_infos=infos))
+        else:
+            results.append(Result(
+                user=user, error_code=ErrorCode.RESOURCE_NOT_FOUND,
+                error_message=f"Attempt to describe a user credential that does not exist: {user}",
+                credential_infos=[]))
+    respond(Response(throttle_time_ms=0, error_code=ErrorCode.NONE,
+                     results=results))
