@@ -1,0 +1,218 @@
+"""SASL over TLS: a SASL_SSL listener (the TLS of broker/security/tls.py with the SASL of
+broker/security/sasl.py on top). kafka-python, aiokafka, confluent-kafka and the Java client each
+authenticate with SCRAM-SHA-512 over TLS, produce and consume in a group; PLAIN too; the
+principal is the SASL user, not the (absent) certificate; a wrong password writes nothing."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from tests.support import BrokerProcess, free_port, unique
+
+from . import tls_clients
+from .sasl_support import ALICE_PASSWORD, SCRAM_BOOTSTRAP, listener_settings
+
+N, PARTITIONS = tls_clients.N, tls_clients.PARTITIONS
+
+
+@pytest.fixture(scope="module")
+def broker(certs):
+    port, sasl_ssl_port = free_port(), free_port()
+    proc = BrokerProcess(port=port, overrides={
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_ssl_port}",
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": certs["paths"]["broker.p12"],
+        "ssl.keystore.password": certs["password"],
+        "sasl.scram.bootstrap.credentials": SCRAM_BOOTSTRAP,
+        "log.level": "debug",
+        **listener_settings("sasl_ssl")})
+    proc.start()
+    proc.sasl_ssl = f"127.0.0.1:{sasl_ssl_port}"
+    yield proc
+    proc.stop()
+
+
+def principals(broker) -> list[str]:
+    """The principals of the SASL logins in the broker's debug log, in order."""
+    return [json.loads(line).get("principal") for line in broker.logs().splitlines()
+            if '"event": "authenticated"' in line]
+
+
+def expected() -> dict:
+    return tls_clients.expected()
+
+
+def kafka_python(bootstrap, topic, group, certs, mechanism, password=ALICE_PASSWORD) -> dict:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from tests.support import subscribe_with_metadata
+    settings = dict(security_protocol="SASL_SSL", ssl_cafile=certs["paths"]["ca.crt"],
+                    sasl_mechanism=mechanism, sasl_plain_username="alice",
+                    sasl_plain_password=password)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=10000, **settings)
+    try:
+        for i in range(N):
+            producer.send(topic, f"v{i}".encode(), partition=i % PARTITIONS).get(20)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                             auto_offset_reset="earliest", enable_auto_commit=False, **settings)
+    consumed = []
+    try:
+        subscribe_with_metadata(consumer, [topic])
+        tls_clients._deadline_loop(lambda: _poll_commit(consumer, consumed))
+        committed = {p: consumer.committed(TopicPartition(topic, p)) for p in range(PARTITIONS)}
+    finally:
+        consumer.close()
+    return {"produced": N, "consumed": sorted(consumed), "committed": committed}
+
+
+def _poll_commit(consumer, consumed) -> bool:
+    for records in consumer.poll(500).values():
+        consumed.extend(r.value.decode() for r in records)
+    consumer.commit()
+    return len(consumed) >= N
+
+
+def aiokafka(bootstrap, topic, group, certs, mechanism) -> dict:
+    import asyncio
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    from aiokafka.helpers import create_ssl_context
+
+    async def scenario():
+        settings = dict(security_protocol="SASL_SSL",
+                        ssl_context=create_ssl_context(cafile=certs["paths"]["ca.crt"]),
+                        sasl_mechanism=mechanism, sasl_plain_username="alice",
+                        sasl_plain_password=ALICE_PASSWORD)
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **settings)
+        await producer.start()
+        try:
+            for i in range(N):
+                await producer.send_and_wait(topic, f"v{i}".encode(), partition=i % PARTITIONS)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                                    auto_offset_reset="earliest", enable_auto_commit=False,
+                                    **settings)
+        await consumer.start()
+        consumed = []
+        try:
+            for _ in range(60):
+                batches = await consumer.getmany(timeout_ms=500)
+                for records in batches.values():
+                    consumed.extend(r.value.decode() for r in records)
+                if batches:
+                    await consumer.commit()
+                if len(consumed) >= N:
+                    break
+            committed = {p: await consumer.committed(TopicPartition(topic, p))
+                         for p in range(PARTITIONS)}
+        finally:
+            await consumer.stop()
+        return {"produced": N, "consumed": sorted(consumed), "committed": committed}
+    return asyncio.run(scenario())
+
+
+def _confluent(bootstrap, certs, mechanism, password=ALICE_PASSWORD) -> dict:
+    return {"bootstrap.servers": bootstrap, "security.protocol": "sasl_ssl",
+            "ssl.ca.location": certs["paths"]["ca.crt"], "sasl.mechanism": mechanism,
+            "sasl.username": "alice", "sasl.password": password}
+
+
+def confluent_kafka(bootstrap, topic, group, certs, mechanism) -> dict:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    settings = _confluent(bootstrap, certs, mechanism)
+    producer = Producer({**settings, "message.timeout.ms": 20000})
+    delivered = []
+    for i in range(N):
+        producer.produce(topic, value=f"v{i}", partition=i % PARTITIONS,
+                         on_delivery=lambda err, msg: delivered.append(err))
+    producer.flush(30)
+    assert delivered == [None] * N, delivered[:3]
+    consumer = Consumer({**settings, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumed = []
+    try:
+        consumer.subscribe([topic])
+
+        def step():
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                consumed.append(msg.value().decode())
+                consumer.commit(message=msg, asynchronous=False)
+            return len(consumed) >= N
+        tls_clients._deadline_loop(step)
+        found = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], 10)
+    finally:
+        consumer.close()
+    return {"produced": N, "consumed": sorted(consumed),
+            "committed": {tp.partition: tp.offset for tp in found}}
+
+
+def java(bootstrap, topic, group, certs, mechanism) -> dict:
+    assert shutil.which("java") and os.path.exists(tls_clients.JAR), \
+        "java and the client-scenarios jar are needed: run tools/install-test-deps.sh"
+    module = {"PLAIN": "plain.PlainLoginModule",
+              "SCRAM-SHA-512": "scram.ScramLoginModule"}[mechanism]
+    props = {"security.protocol": "SASL_SSL", "ssl.truststore.type": "PKCS12",
+             "ssl.truststore.location": certs["paths"]["truststore.p12"],
+             "ssl.truststore.password": certs["password"], "sasl.mechanism": mechanism,
+             "sasl.jaas.config": f"org.apache.kafka.common.security.{module} required "
+                                 f'username="alice" password="{ALICE_PASSWORD}";'}
+    with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:
+        f.write("".join(f"{k}={v}\n" for k, v in props.items()))
+    try:
+        result = subprocess.run(
+            ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-jar", tls_clients.JAR,
+             "secure-produce-consume", bootstrap, topic, group, f.name, str(N)],
+            capture_output=True, text=True, timeout=120)
+    finally:
+        os.unlink(f.name)
+    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert result.returncode == 0 and lines and "error" not in lines[-1], \
+        lines[-1:] or result.stderr[-1500:]
+    out = lines[-1]
+    return {"produced": out["produced"], "consumed": out["consumed"],
+            "committed": {int(p): o for p, o in out["committed"].items()}}
+
+
+CLIENTS = {"kafka-python": kafka_python, "aiokafka": aiokafka,
+           "confluent-kafka": confluent_kafka, "java": java}
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_clients_produce_and_consume_over_sasl_ssl(broker, certs, client, mechanism):
+    topic = unique(f"sasl-ssl-{client}")
+    if client != "java":  # the Java scenario creates its topic itself, over SASL_SSL
+        tls_clients.create_topic(broker.bootstrap, topic)
+    before = len(principals(broker))
+    outcome = CLIENTS[client](broker.sasl_ssl, topic, unique("g"), certs, mechanism)
+    assert outcome == expected()
+    logins = principals(broker)[before:]
+    assert logins and set(logins) == {"User:alice"}
+
+
+def test_a_wrong_password_over_sasl_ssl_writes_nothing(broker, certs):
+    from confluent_kafka import Producer
+    topic = unique("sasl-ssl-wrong")
+    tls_clients.create_topic(broker.bootstrap, topic)
+    errors, results = [], []
+    producer = Producer({**_confluent(broker.sasl_ssl, certs, "SCRAM-SHA-512", "not-it"),
+                         "message.timeout.ms": 5000, "error_cb": lambda e: errors.append(e)})
+    producer.produce(topic, b"x", on_delivery=lambda err, msg: results.append(err))
+    producer.flush(15)
+    assert results and results[0] is not None
+    assert any(re.search("Authentication failed", e.str()) for e in errors), errors[:3]
+    from kafka import KafkaConsumer, TopicPartition
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap)
+    try:
+        tp = TopicPartition(topic, 0)
+        assert consumer.end_offsets([tp])[tp] == 0
+    finally:
+        consumer.close()
