@@ -1,12 +1,14 @@
-// kafkajs over a SASL_PLAINTEXT listener (tests/security/test_sasl_other_clients.py): produce,
-// then consume in a group and commit. Usage:
-//   node sasl_scenario.js BOOTSTRAP TOPIC GROUP MECHANISM USER PASSWORD
+// kafkajs over a SASL_PLAINTEXT listener (tests/security/test_sasl_other_clients.py), or a
+// SASL_SSL one when CA_FILE is given (tests/security/test_sasl_ssl_clients.py): produce, then
+// consume in a group and commit. Usage:
+//   node sasl_scenario.js BOOTSTRAP TOPIC GROUP MECHANISM USER PASSWORD [CA_FILE]
 // MECHANISM is plain, scram-sha-256, scram-sha-512 or oauthbearer (USER is then the token's
 // subject: an unsecured JWS, alg none, made here). Prints one JSON line: {"values": [...]} or
 // {"error": name, "message": ...} (exit status 2) when the client fails, e.g. a wrong password.
+const fs = require('fs')
 const { Kafka, logLevel } = require('kafkajs')
 
-const [bootstrap, topic, group, mechanism, user, password] = process.argv.slice(2)
+const [bootstrap, topic, group, mechanism, user, password, caFile] = process.argv.slice(2)
 
 function unsecuredJws (subject) {
   const part = (obj) => Buffer.from(JSON.stringify(obj)).toString('base64url')
@@ -22,7 +24,7 @@ const kafka = new Kafka({
   clientId: 'kafkajs-sasl',
   brokers: [bootstrap],
   sasl,
-  ssl: false,
+  ssl: caFile ? { ca: [fs.readFileSync(caFile, 'utf-8')] } : false,
   logLevel: logLevel.NOTHING,
   // generous timeouts for a loaded test machine: one run of the suite once saw kafkajs fail a
   // SCRAM-SHA-512 login with ILLEGAL_SASL_STATE (a second SaslHandshake on a connection in the

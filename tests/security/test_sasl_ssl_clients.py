@@ -1,7 +1,9 @@
 """SASL over TLS: a SASL_SSL listener (the TLS of broker/security/tls.py with the SASL of
 broker/security/sasl.py on top). kafka-python, aiokafka, confluent-kafka and the Java client each
-authenticate with SCRAM-SHA-512 over TLS, produce and consume in a group; PLAIN too; the
-principal is the SASL user, not the (absent) certificate; a wrong password writes nothing."""
+authenticate with SCRAM-SHA-512 and PLAIN over TLS, produce and consume in a group; kafkajs with
+SCRAM-SHA-512 and PLAIN, kcat with PLAIN (Debian's kcat cannot do SCRAM with Kafka 4: see
+test_sasl_other_clients.py); the principal is the SASL user, not the (absent) certificate; a
+wrong password writes nothing."""
 from __future__ import annotations
 
 import json
@@ -196,6 +198,42 @@ def test_clients_produce_and_consume_over_sasl_ssl(broker, certs, client, mechan
     assert outcome == expected()
     logins = principals(broker)[before:]
     assert logins and set(logins) == {"User:alice"}
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_kafkajs_over_sasl_ssl(broker, certs, mechanism):
+    node = shutil.which("node")
+    assert node, "node is not installed: run tools/install-test-deps.sh"
+    topic = unique("sasl-ssl-kafkajs")
+    tls_clients.create_topic(broker.bootstrap, topic)
+    before = len(principals(broker))
+    result = subprocess.run(
+        [node, os.path.join(os.path.dirname(tls_clients.JAR), "..", "..", "js",
+                            "sasl_scenario.js"), broker.sasl_ssl, topic, unique("g"),
+         mechanism.lower(), "alice", ALICE_PASSWORD, certs["paths"]["ca.crt"]],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    # two partitions: the order holds within each
+    assert sorted(out["values"]) == [f"kafkajs-{mechanism.lower()}-{i}" for i in range(5)]
+    assert set(principals(broker)[before:]) == {"User:alice"}
+
+
+def test_kcat_over_sasl_ssl(broker, certs):
+    assert tls_clients.KCAT, "kcat is not installed: run tools/install-test-deps.sh"
+    topic, group = unique("sasl-ssl-kcat"), unique("g")
+    settings = ["-X", "security.protocol=sasl_ssl",
+                "-X", f"ssl.ca.location={certs['paths']['ca.crt']}",
+                "-X", "sasl.mechanisms=PLAIN", "-X", "sasl.username=alice",
+                "-X", f"sasl.password={ALICE_PASSWORD}"]
+
+    def kcat(*args, stdin=None):
+        result = subprocess.run([tls_clients.KCAT, "-b", broker.sasl_ssl, *settings, *args],
+                                input=stdin, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr[-1500:]
+        return result.stdout
+    kcat("-P", "-t", topic, stdin="a\nb\nc\n")
+    assert sorted(kcat("-G", group, "-o", "beginning", "-e", topic).split()) == ["a", "b", "c"]
 
 
 def test_a_wrong_password_over_sasl_ssl_writes_nothing(broker, certs):
