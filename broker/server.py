@@ -23,6 +23,7 @@ import collections
 import errno
 import ipaddress
 import mmap
+import re
 import resource
 import socket
 import struct
@@ -77,6 +78,15 @@ def _grown(buffer: bytearray, filled: int, size: int) -> bytearray:
     grown = bytearray(min(size, 2 * len(buffer)))
     grown[:filled] = memoryview(buffer)[:filled]
     return grown
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def reason_label(reason: str) -> str:
+    """A close reason as a metric label: its kind without what the client chose (sizes, api
+    keys and versions become N; details after ':' or ' (' go), so labels stay few."""
+    return _DIGITS.sub("N", reason.split(":", 1)[0].split(" (", 1)[0])
 
 
 class Request:
@@ -526,7 +536,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         log.warning("closing connection", peer=self.peer, listener=self.listener,
                     reason=reason)
-        self.broker.metrics.connection_rejected(reason.split(":")[0])
+        self.broker.metrics.connection_rejected(reason_label(reason))
         self.closing = True
         if self.transport is not None and not self.reading_paused:
             self.reading_paused = True
@@ -569,7 +579,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self.closed:
             log.warning("closing connection", peer=self.peer, listener=self.listener,
                         reason=reason)
-            self.broker.metrics.connection_rejected(reason.split(":")[0])
+            self.broker.metrics.connection_rejected(reason_label(reason))
             self.closed = True
             if self.transport is not None:
                 self.transport.close()

@@ -381,3 +381,16 @@ def test_a_flood_of_refusals_is_one_line_per_interval_with_the_count():
     assert [(e["event"], e["count"]) for e in logs] == [
         ("connections refused", 1), ("connections refused", 3999)]
     assert len(timer) == 0
+
+
+def test_close_reasons_become_few_metric_labels():
+    """What a client chose (a declared frame size, an api key, a version) does not reach the
+    kafka_connections_rejected_total labels: a client must not grow the metric without bound."""
+    from broker.server import reason_label
+    labels = {reason_label(f"frame size {n} outside 0..socket.request.max.bytes (104857600)")
+              for n in (104857601, 2_000_000_000)}
+    labels |= {reason_label(f"unknown api key {k}") for k in (999, 31000)}
+    labels |= {reason_label(f"malformed Fetch v{v} request: truncated at byte {v * 7}")
+               for v in (4, 11)}
+    assert labels == {"frame size N outside N..socket.request.max.bytes", "unknown api key N",
+                      "malformed Fetch vN request"}

@@ -5,11 +5,14 @@ iteration count outside 4096..16384 UNACCEPTABLE_CREDENTIAL, deleting a credenti
 exist RESOURCE_NOT_FOUND. The client sends the salted password; the broker keeps only the
 derived StoredKey and ServerKey (broker/security/scram.py) and persists them at once.
 
-Without an authorizer every client may do this, as on Kafka without one."""
+With an authorizer it needs ALTER on the cluster (Kafka's controller checks it: every user of
+the request is answered CLUSTER_AUTHORIZATION_FAILED otherwise); without one every client may do
+this, as on Kafka without one."""
 from __future__ import annotations
 
 import structlog
 
+from broker.security.authorizer import AclOperation
 from broker.security.scram import MAX_ITERATIONS, MECHANISMS_BY_TYPE, credential_from_salted
 from protocol.errors import ErrorCode
 from protocol.messages import AlterUserScramCredentialsResponse
@@ -30,6 +33,15 @@ def _check(name: str, mechanism: int):
 
 
 def handle(broker, ctx, request, respond) -> None:
+    auth = broker.authorizer
+    if auth is not None and not auth.cluster(ctx, AclOperation.ALTER):
+        from .acls import cluster_denied_message
+        message = cluster_denied_message(NAME, AclOperation.ALTER)
+        users = {d.name for d in request.deletions} | {u.name for u in request.upsertions}
+        respond(AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
+            Result(user=user, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                   error_message=message) for user in sorted(users)]))
+        return
     store = broker.scram_credentials
     errors: dict[str, tuple[int, str]] = {}
     deletions: dict[str, object] = {}

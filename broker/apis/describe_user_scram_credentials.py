@@ -1,8 +1,10 @@
 """DescribeUserScramCredentials: which SCRAM mechanisms (and iteration counts) users have, never
 their keys; as Kafka's ScramImage.describe answers it (all users for a null or empty list, a user
-named twice DUPLICATE_RESOURCE, an unknown one RESOURCE_NOT_FOUND)."""
+named twice DUPLICATE_RESOURCE, an unknown one RESOURCE_NOT_FOUND). With an authorizer it needs
+DESCRIBE on the cluster, as Kafka's KafkaApis checks."""
 from __future__ import annotations
 
+from broker.security.authorizer import AclOperation
 from broker.security.scram import MECHANISMS
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeUserScramCredentialsResponse
@@ -15,7 +17,20 @@ Result = Response.DescribeUserScramCredentialsResult
 Info = Response.CredentialInfo
 
 
+#: the message of Kafka's Errors.CLUSTER_AUTHORIZATION_FAILED
+CLUSTER_DENIED = "Cluster authorization failed."
+
+
 def handle(broker, ctx, request, respond) -> None:
+    auth = broker.authorizer
+    if auth is not None and not auth.cluster(ctx, AclOperation.DESCRIBE):
+        # Kafka's getErrorResponse: the error at the top and once per user asked, unnamed
+        respond(Response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                         error_message=CLUSTER_DENIED, results=[
+                             Result(user="", error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                    error_message=CLUSTER_DENIED, credential_infos=[])
+                             for _ in request.users or ()]))
+        return
     store = broker.scram_credentials
     duplicated: dict[str, bool] = {}
     if not request.users:
