@@ -17,6 +17,7 @@ from .metrics import Metrics
 from .security.authorization import Authorization
 from .server import Server
 from .testing.faults import Faults
+from .cluster import Cluster
 from .timer import AsyncioTimerDriver
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager
 from .transaction_state_topic import (TRANSACTION_STATE_CONFIGS, build_transaction_coordinator,
@@ -33,6 +34,8 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.node_id = config["node.id"]
+        #: the node ids this process serves and where partitions live on them
+        self.cluster = Cluster(self.node_id, config["nodes"])
         self.cluster_id = config["cluster.id"]
         self.debug = config["log.level"] == "debug"
         self.clock = wall_clock_ms
@@ -60,12 +63,14 @@ class Broker:
         self.coordinator.stats.on_group_stable = self.metrics.group_stable
         self.transactions = build_transaction_coordinator(self)
 
-    def advertised(self, listener: str) -> tuple[str, int]:
-        """(host, port) clients should use for this broker when connected via listener."""
+    def advertised(self, listener: str, node: int | None = None) -> tuple[str, int]:
+        """(host, port) clients should use for a node (this one by default) when connected via
+        listener: the advertised port plus the node's index, or what it bound to port 0."""
         host, port = self.config.advertised[listener]
+        index = 0 if node is None else node - self.node_id
         if port == 0:  # bound to an ephemeral port: advertise what we got
-            port = self.server.bound[listener][1]
-        return host, port
+            return host, self.server.node_bound[(listener, self.node_id + index)][1]
+        return host, port + index
 
     async def start(self) -> None:
         self.timer_driver.start(asyncio.get_running_loop())

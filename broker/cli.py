@@ -32,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--advertised-listeners", help="NAME://host:port,... (advertised.listeners)")
     p.add_argument("--data-dir", help="store logs here (log.dirs); default: in memory")
     p.add_argument("--node-id", type=int, help="node.id (default 1)")
+    p.add_argument("--nodes", type=int,
+                   help="nodes served as one cluster: node.id and up, each listener on port + i "
+                        "(default 1)")
     p.add_argument("--metrics-port", type=int, help="metrics.port (0 turns it off)")
     p.add_argument("--log-format", choices=["auto", "console", "json"], help="log.format")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
@@ -54,7 +57,7 @@ def resolve_config(args, environ=os.environ) -> BrokerConfig:
         port = args.port if args.port is not None else 9092
         values["listeners"] = f"PLAINTEXT://{host}:{port}"
     flags = {"listeners": args.listeners, "advertised.listeners": args.advertised_listeners,
-             "log.dirs": args.data_dir, "node.id": args.node_id,
+             "log.dirs": args.data_dir, "node.id": args.node_id, "nodes": args.nodes,
              "metrics.port": args.metrics_port, "log.format": args.log_format,
              "log.level": args.log_level}
     values.update({k: v for k, v in flags.items() if v is not None})

@@ -91,6 +91,9 @@ class Setting:
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("node.id", int, 1, "This broker's node id, reported in Metadata and FindCoordinator."),
+    Setting("nodes", int, 1, "Nodes this process serves as one cluster (node.id, node.id+1, ...), "
+            "each with every listener: on port + i, or an ephemeral port for port 0; partition "
+            "leaders spread over them (not a Kafka setting: kbroker --nodes N)."),
     Setting("cluster.id", _str, "kbroker-cluster-0001", "Cluster id reported to clients."),
     Setting("listeners", _str, "PLAINTEXT://127.0.0.1:9092",
             "Comma-separated NAME://host:port listeners to bind (host empty or 0.0.0.0 = all)."),
@@ -356,6 +359,10 @@ def parse_security_protocol_map(text: str) -> dict[str, str]:
     return out
 
 
+#: nodes one process may serve (each binds every listener)
+MAX_NODES = 64
+
+
 class BrokerConfig:
     """Resolved settings; read with ``config["log.retention.ms"]``."""
 
@@ -448,6 +455,8 @@ class BrokerConfig:
         for name in ("offsets.topic.segment.bytes", "transaction.state.log.segment.bytes"):
             if self[name] < 14:  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0
                 raise ConfigError(f"{name} must be at least 14, got {self[name]}")
+        if not 1 <= self["nodes"] <= MAX_NODES:
+            raise ConfigError(f"nodes must be between 1 and {MAX_NODES}, got {self['nodes']}")
         for name in ("num.partitions", "offsets.topic.num.partitions",
                      "transaction.state.log.num.partitions", "transaction.max.timeout.ms",
                      "socket.request.max.bytes",

@@ -144,8 +144,10 @@ class Request:
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, broker, listener: str) -> None:
+    def __init__(self, broker, listener: str, node_id: int | None = None) -> None:
         self.broker = broker
+        #: the node whose listener accepted it (one of broker.cluster.node_ids)
+        self.node_id = broker.node_id if node_id is None else node_id
         self.server = broker.server
         self.faults = broker.faults
         self.listener = listener
@@ -797,7 +799,9 @@ class Server:
         #: Server._handshake): each its own task, the acceptor never waits for one
         self.connecting: set[asyncio.Task] = set()
         self.connections: set[KafkaConnection] = set()
-        self.bound: dict[str, tuple[str, int]] = {}
+        self.bound: dict[str, tuple[str, int]] = {}  # the first node's, by listener
+        #: every node's (listener, node id) -> bound (host, port)
+        self.node_bound: dict[tuple[str, int], tuple[str, int]] = {}
         self.quotas = ConnectionQuotas(config["max.connections"],
                                        config["max.connections.per.ip"], {})
         self.slot_freed: asyncio.Future | None = None
@@ -821,25 +825,33 @@ class Server:
         self.quotas.overrides = resolve_ip_overrides(
             self.broker.config["max.connections.per.ip.overrides"])
         self.tls = tls.listener_contexts(self.broker.config)
-        for name, host, port in self.broker.config.listeners:
-            socks = _listening_sockets(host, port)
-            sockname = socks[0].getsockname()
-            self.bound[name] = (sockname[0], sockname[1])
-            for sock in socks:
-                self.acceptors.append(loop.create_task(self._accept(name, sock)))
-            log.info("listening", listener=name, host=sockname[0], port=sockname[1])
+        cluster = self.broker.cluster
+        for index, node in enumerate(cluster.node_ids):
+            for name, host, port in self.broker.config.listeners:
+                socks = _listening_sockets(host, port + index if port else 0)
+                sockname = socks[0].getsockname()
+                self.node_bound[(name, node)] = (sockname[0], sockname[1])
+                if index == 0:
+                    self.bound[name] = (sockname[0], sockname[1])
+                for sock in socks:
+                    self.acceptors.append(loop.create_task(self._accept(name, sock, node)))
+                if cluster.single:
+                    log.info("listening", listener=name, host=sockname[0], port=sockname[1])
+                else:
+                    log.info("listening", listener=name, host=sockname[0], port=sockname[1],
+                             node=node)
         self.schedule_idle_check()
 
-    async def _accept(self, listener: str, sock: socket.socket) -> None:
+    async def _accept(self, listener: str, sock: socket.socket, node: int) -> None:
         """Kafka's acceptor: at max.connections it waits for a slot before it accepts (the
         connection waits in the listen backlog, unread); a connection from an address that has
         its max.connections.per.ip already is closed right after it is accepted."""
         try:
-            await self._accept_connections(listener, sock)
+            await self._accept_connections(listener, sock, node)
         finally:
             sock.close()
 
-    async def _accept_connections(self, listener: str, sock: socket.socket) -> None:
+    async def _accept_connections(self, listener: str, sock: socket.socket, node: int) -> None:
         loop = asyncio.get_running_loop()
         quotas = self.quotas
         while True:
@@ -873,7 +885,7 @@ class Server:
                                     "max.connections.per.ip", host=host,
                                     limit=quotas.limit(host))
                 continue
-            protocol = KafkaConnection(self.broker, listener)
+            protocol = KafkaConnection(self.broker, listener, node)
             protocol.quota_host = host
             listener_tls = self.tls.get(listener)
             if listener_tls is not None:

@@ -90,7 +90,7 @@ class Transport:
 def make_broker(**settings):
     clock = Clock()
     broker = SimpleNamespace(config=BrokerConfig({"metrics.port": 0, **settings}), clock=clock,
-                             timer=Timer(clock), debug=False)
+                             node_id=1, timer=Timer(clock), debug=False)
     broker.metrics = Metrics(broker)
     broker.faults = Faults(broker)
     broker.server = Server(broker)

@@ -14,6 +14,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import FetchResponse
 
 from ..log import OffsetOutOfRange
+from .replicas import led_elsewhere
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "Fetch"
@@ -33,8 +34,10 @@ def _error(index: int, error: ErrorCode, uncommitted: bool):
                          preferred_read_replica=-1, records=EMPTY)
 
 
-def read(broker, request) -> tuple[list, int, bool]:
-    """Read every requested partition: (topic responses, record bytes, any partition error)."""
+def read(broker, request, conn=None) -> tuple[list, int, bool]:
+    """Read every requested partition: (topic responses, record bytes, any partition error).
+    With ``conn``, a partition another node leads answers NOT_LEADER_OR_FOLLOWER (a parked
+    fetch re-reads without it: leaders do not move while it waits)."""
     topics = broker.topics
     remaining = request.max_bytes
     total = 0
@@ -49,6 +52,10 @@ def read(broker, request) -> tuple[list, int, bool]:
             if topic is None or not 0 <= index < len(topic.partitions):
                 errors = True
                 parts.append(_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, uncommitted))
+                continue
+            if conn is not None and led_elsewhere(broker, conn, ft.topic, index):
+                errors = True
+                parts.append(_error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, uncommitted))
                 continue
             log = topic.partitions[index].log
             hw = log.log_end_offset
@@ -89,7 +96,7 @@ def handle(broker, ctx, request, respond) -> None:
         return
     if broker.authorizer is not None:
         respond = _authorize(broker.authorizer, ctx, request, respond)
-    responses, total, errors = read(broker, request)
+    responses, total, errors = read(broker, request, ctx.conn)
     if total >= request.min_bytes or errors or request.max_wait_ms <= 0 or not request.topics:
         broker.metrics.fetched(responses)
         respond(FetchResponse(error_code=ErrorCode.NONE, session_id=0, responses=responses))

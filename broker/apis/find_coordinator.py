@@ -9,6 +9,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import FindCoordinatorResponse
 
 from ..security.authorizer import AclOperation, ResourceType
+from ..topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 NAME = "FindCoordinator"
 VERSIONS = (0, 6)
@@ -45,12 +46,25 @@ def _answer(broker, ctx, key: str, key_type: int) -> tuple[int, str | None]:
     return ErrorCode.NONE, None
 
 
+def _node(broker, ctx, key: str, key_type: int) -> tuple[int, str, int]:
+    """(node id, host, port) of the coordinator of ``key``: the node leading its partition of
+    __consumer_offsets or __transaction_state (this node while one node serves all)."""
+    if broker.cluster.single:
+        return (broker.node_id, *broker.advertised(ctx.listener))
+    if key_type == TRANSACTION:
+        topic, coordinator = TRANSACTION_STATE_TOPIC, broker.transactions
+    else:
+        topic, coordinator = OFFSETS_TOPIC, broker.coordinator
+    node = broker.cluster.leader(topic, coordinator.partition_for(key))
+    return (node, *broker.advertised(ctx.listener, node))
+
+
 def handle(broker, ctx, request, respond) -> None:
-    host, port = broker.advertised(ctx.listener)
-    node = broker.node_id
     if ctx.api_version < 4:
         error, message = _answer(broker, ctx, request.key, request.key_type)
         ok = error == ErrorCode.NONE
+        node, host, port = _node(broker, ctx, request.key, request.key_type) if ok \
+            else (-1, "", -1)
         if ok:
             message = "NONE"  # Kafka sends the error's message, and NONE's is its name
         respond(FindCoordinatorResponse(
@@ -61,6 +75,7 @@ def handle(broker, ctx, request, respond) -> None:
     for key in request.coordinator_keys:
         error, message = _answer(broker, ctx, key, request.key_type)
         ok = error == ErrorCode.NONE
+        node, host, port = _node(broker, ctx, key, request.key_type) if ok else (-1, "", -1)
         if ok:
             message = ""
         coordinators.append(Coordinator(key=key, node_id=node if ok else -1,

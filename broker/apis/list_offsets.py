@@ -10,6 +10,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import ListOffsetsResponse
 
 from ..security.authorizer import AclOperation, ResourceType
+from .replicas import led_elsewhere
 
 NAME = "ListOffsets"
 VERSIONS = (1, 10)
@@ -63,6 +64,11 @@ def handle(broker, ctx, request, respond) -> None:
             if topic is None or not 0 <= index < len(topic.partitions):
                 parts.append(PartitionResult(
                     partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    timestamp=-1, offset=-1, leader_epoch=-1))
+                continue
+            if led_elsewhere(broker, ctx.conn, t.name, index):
+                parts.append(PartitionResult(
+                    partition_index=index, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
                     timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
             ts, offset = lookup(topic.partitions[index].log, p.timestamp, committed)

@@ -8,6 +8,7 @@ from protocol.schema import ZERO_UUID
 from ..security.authorization import authorized_operations, cluster_authorized_operations
 from ..security.authorizer import AclOperation, ResourceType
 from ..topics import validate_topic_name
+from .replicas import nodes
 
 NAME = "Metadata"
 VERSIONS = (0, 13)
@@ -20,14 +21,18 @@ DESCRIBE, CREATE, TOPIC = AclOperation.DESCRIBE, AclOperation.CREATE, ResourceTy
 
 
 def topic_entry(broker, topic) -> Topic_:
-    node = broker.node_id
+    leader = broker.cluster.leader
+    name = topic.name
+    partitions = []
+    for p in topic.partitions:
+        node = leader(name, p.index)
+        partitions.append(Partition_(error_code=ErrorCode.NONE, partition_index=p.index,
+                                     leader_id=node, leader_epoch=0, replica_nodes=[node],
+                                     isr_nodes=[node], offline_replicas=[]))
     return Topic_(
-        error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id,
+        error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id,
         is_internal=topic.internal, topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-        partitions=[Partition_(error_code=ErrorCode.NONE, partition_index=p.index,
-                               leader_id=node, leader_epoch=0, replica_nodes=[node],
-                               isr_nodes=[node], offline_replicas=[])
-                    for p in topic.partitions])
+        partitions=partitions)
 
 
 def refused(request, error: int) -> MetadataResponse:
@@ -104,9 +109,10 @@ def handle(broker, ctx, request, respond) -> None:
                         auth, ctx, TOPIC, entry.name)
         if version <= 10 and request.include_cluster_authorized_operations:
             cluster_operations = cluster_authorized_operations(auth, ctx)
-    host, port = broker.advertised(ctx.listener)
+    brokers = [Broker_(node_id=node, host=host, port=port, rack=None)
+               for node, host, port in nodes(broker, ctx.listener)]
     respond(MetadataResponse(
-        brokers=[Broker_(node_id=broker.node_id, host=host, port=port, rack=None)],
+        brokers=brokers,
         cluster_id=broker.cluster_id, controller_id=broker.node_id, topics=entries + denied,
         cluster_authorized_operations=cluster_operations))
 

@@ -23,6 +23,7 @@ from ..security.authorizer import AclOperation, ResourceType
 
 from ..log import InvalidRecordError, validate_batches
 from ..topics import LEADER_EPOCH
+from .replicas import led_elsewhere
 
 NAME = "Produce"
 VERSIONS = (3, 12)  # Kafka 4 removed v0-2 (magic 0/1 message sets)
@@ -54,7 +55,7 @@ def _error(index: int, code: int, message: str | None = None,
                              record_errors=[], error_message=message)
 
 
-def check_partition(broker, topic, index: int, records):
+def check_partition(broker, topic, index: int, records, conn=None):
     """Kafka's checks on one partition's records before any producer state is looked at: a
     PartitionResponse with the error, or (partition, batch)."""
     partition = topic.partitions[index] if topic and 0 <= index < len(topic.partitions) else None
@@ -63,6 +64,8 @@ def check_partition(broker, topic, index: int, records):
     if topic.internal:
         return _error(index, ErrorCode.INVALID_TOPIC_EXCEPTION,
                       f"Cannot append to internal topic {topic.name}")
+    if conn is not None and led_elsewhere(broker, conn, topic.name, index):
+        return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     if records is None or len(records) == 0:
         return _error(index, ErrorCode.INVALID_RECORD, "no record batches")
     try:
@@ -122,8 +125,9 @@ def append_checked(broker, topic, partition, records, batch, now: int,
                              error_message=None)
 
 
-def append_partition(broker, topic, index: int, records, now: int) -> PartitionResponse:
-    checked = check_partition(broker, topic, index, records)
+def append_partition(broker, topic, index: int, records, now: int,
+                     conn=None) -> PartitionResponse:
+    checked = check_partition(broker, topic, index, records, conn)
     if type(checked) is PartitionResponse:
         return checked
     partition, batch = checked
@@ -184,7 +188,8 @@ def _handle(broker, ctx, request, respond) -> None:
             if acks not in (0, 1, -1):
                 parts.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
             else:
-                parts.append(append_partition(broker, topic, pd.index, pd.records, now))
+                parts.append(append_partition(broker, topic, pd.index, pd.records, now,
+                                              ctx.conn))
         responses.append(TopicResponse(name=td.name, partition_responses=parts))
     if acks == 0:
         respond(None)
@@ -285,7 +290,7 @@ class TransactionalProduce:
                 if acks not in (0, 1, -1):
                     self.answers[slot] = _error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS)
                     continue
-                result = check_partition(broker, topic, pd.index, pd.records)
+                result = check_partition(broker, topic, pd.index, pd.records, self.conn)
                 if type(result) is PartitionResponse:
                     self.answers[slot] = result
                     continue

@@ -46,8 +46,24 @@ class Placement:
 
 
 def placement(broker, partition) -> Placement:
-    node = broker.node_id
+    """Where a partition lives: its leader is the node ``broker.cluster`` gives it (this one
+    while a process serves a single node), alone in its replica set and ISR."""
+    node = broker.cluster.leader(partition.topic.name, partition.index)
     return Placement(leader=node, leader_epoch=LEADER_EPOCH, replicas=[node], isr=[node])
+
+
+def led_elsewhere(broker, conn, topic: str, index: int) -> bool:
+    """The request came (on ``conn``) to a node that does not lead the partition: Kafka
+    answers NOT_LEADER_OR_FOLLOWER for it (never while one node leads everything)."""
+    cluster = broker.cluster
+    if cluster.single or conn.node_id is None:  # None: in-process (the console)
+        return False
+    return cluster.leader(topic, index) != conn.node_id
+
+
+def nodes(broker, listener: str) -> list[tuple[int, str, int]]:
+    """(node id, host, port) of every node as clients of ``listener`` reach it."""
+    return [(node, *broker.advertised(listener, node)) for node in broker.cluster.node_ids]
 
 
 def elect_leader(broker, partition, unclean: bool) -> bool:

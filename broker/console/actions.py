@@ -70,6 +70,8 @@ class _Connection:
         self.peer = peer
         self.client_host = peer
         self.closed = False
+        #: not a node's listener: in-process, it reaches every node's partitions
+        self.node_id = None
 
 
 class _Context:

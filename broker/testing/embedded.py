@@ -156,10 +156,11 @@ class EmbeddedBroker:
 
     @property
     def bootstrap_servers(self) -> str:
-        """``host:port`` of every listener, as clients take it."""
+        """``host:port`` of every listener of every node, as clients take it."""
         broker = self._require()
         return ",".join(f"{h}:{p}" for h, p in
-                        (broker.advertised(name) for name in broker.server.bound))
+                        (broker.advertised(name, node) for node in broker.cluster.node_ids
+                         for name in broker.server.bound))
 
     @property
     def port(self) -> int:
