@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 
 import pytest
 
@@ -157,30 +156,14 @@ def confluent_kafka(bootstrap, topic, group, certs, mechanism) -> dict:
 
 
 def java(bootstrap, topic, group, certs, mechanism) -> dict:
-    assert shutil.which("java") and os.path.exists(tls_clients.JAR), \
-        "java and the client-scenarios jar are needed: run tools/install-test-deps.sh"
     module = {"PLAIN": "plain.PlainLoginModule",
               "SCRAM-SHA-512": "scram.ScramLoginModule"}[mechanism]
-    props = {"security.protocol": "SASL_SSL", "ssl.truststore.type": "PKCS12",
-             "ssl.truststore.location": certs["paths"]["truststore.p12"],
-             "ssl.truststore.password": certs["password"], "sasl.mechanism": mechanism,
-             "sasl.jaas.config": f"org.apache.kafka.common.security.{module} required "
-                                 f'username="alice" password="{ALICE_PASSWORD}";'}
-    with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:
-        f.write("".join(f"{k}={v}\n" for k, v in props.items()))
-    try:
-        result = subprocess.run(
-            ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-jar", tls_clients.JAR,
-             "secure-produce-consume", bootstrap, topic, group, f.name, str(N)],
-            capture_output=True, text=True, timeout=120)
-    finally:
-        os.unlink(f.name)
-    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    assert result.returncode == 0 and lines and "error" not in lines[-1], \
-        lines[-1:] or result.stderr[-1500:]
-    out = lines[-1]
-    return {"produced": out["produced"], "consumed": out["consumed"],
-            "committed": {int(p): o for p, o in out["committed"].items()}}
+    return tls_clients.run_java(bootstrap, topic, group, {
+        "security.protocol": "SASL_SSL", "ssl.truststore.type": "PKCS12",
+        "ssl.truststore.location": certs["paths"]["truststore.p12"],
+        "ssl.truststore.password": certs["password"], "sasl.mechanism": mechanism,
+        "sasl.jaas.config": f"org.apache.kafka.common.security.{module} required "
+                            f'username="alice" password="{ALICE_PASSWORD}";'})
 
 
 CLIENTS = {"kafka-python": kafka_python, "aiokafka": aiokafka,

@@ -212,8 +212,6 @@ def kcat(bootstrap, topic, group, certs, client_cert=True) -> dict:
 
 
 def java(bootstrap, topic, group, certs, client_cert=True) -> dict:
-    assert shutil.which("java"), "`java` is not on PATH: Java 17 is needed"
-    assert os.path.exists(JAR), f"{JAR} is missing: run tools/install-test-deps.sh"
     paths = certs["paths"]
     props = {"security.protocol": "SSL", "ssl.truststore.type": "PKCS12",
              "ssl.truststore.location": paths["truststore.p12"],
@@ -221,12 +219,20 @@ def java(bootstrap, topic, group, certs, client_cert=True) -> dict:
     if client_cert:
         props.update({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": paths["client.p12"],
                       "ssl.keystore.password": certs["password"]})
+    return run_java(bootstrap, topic, group, props)
+
+
+def run_java(bootstrap, topic, group, props: dict, n: int = N) -> dict:
+    """The Java client's produce-and-consume-in-a-group scenario (it creates the topic) with
+    ``props`` as its connection settings; raises when the client fails."""
+    assert shutil.which("java"), "`java` is not on PATH: Java 17 is needed"
+    assert os.path.exists(JAR), f"{JAR} is missing: run tools/install-test-deps.sh"
     with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:
         f.write("".join(f"{k}={v}\n" for k, v in props.items()))
     try:
         result = subprocess.run(
             ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-jar", JAR,
-             "secure-produce-consume", bootstrap, topic, group, f.name, str(N)],
+             "secure-produce-consume", bootstrap, topic, group, f.name, str(n)],
             capture_output=True, text=True, timeout=120)
     finally:
         os.unlink(f.name)

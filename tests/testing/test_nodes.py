@@ -7,11 +7,7 @@ leaders and the coordinator and produce and consume in a group across the nodes.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
-import subprocess
-import tempfile
 import time
 
 import pytest
@@ -20,9 +16,8 @@ import protocol.messages as m
 from broker.testing import EmbeddedBroker
 from protocol.errors import ErrorCode as E
 from protocol.records import SimpleRecord, build_batch
-from tests.support import ROOT, BrokerProcess, RawClient, unique
+from tests.support import BrokerProcess, RawClient, unique
 
-JAR = os.path.join(ROOT, "tests", "java", "target", "client-scenarios.jar")
 
 
 @pytest.fixture(scope="module")
@@ -189,22 +184,10 @@ def test_kafka_python_produces_and_consumes_across_the_nodes(cluster):
 
 
 def test_java_client_produces_and_consumes_across_the_nodes(cluster):
-    assert shutil.which("java") and os.path.exists(JAR), \
-        "java and the client-scenarios jar are needed: run tools/install-test-deps.sh"
-    topic, group = unique("nodes-java"), unique("g")
-    with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:
-        f.write("security.protocol=PLAINTEXT\n")
-    try:
-        result = subprocess.run(
-            ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-jar", JAR,
-             "secure-produce-consume", cluster.bootstrap_servers, topic, group, f.name, "20"],
-            capture_output=True, text=True, timeout=120)
-    finally:
-        os.unlink(f.name)
-    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    assert result.returncode == 0 and lines and "error" not in lines[-1], \
-        lines[-1:] or result.stderr[-1500:]
-    assert sorted(lines[-1]["consumed"]) == sorted(f"v{i}" for i in range(20))
+    from tests.security.tls_clients import run_java
+    outcome = run_java(cluster.bootstrap_servers, unique("nodes-java"), unique("g"),
+                       {"security.protocol": "PLAINTEXT"}, 20)
+    assert sorted(outcome["consumed"]) == sorted(f"v{i}" for i in range(20))
 
 
 def _three_free_ports() -> int:
