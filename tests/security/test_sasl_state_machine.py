@@ -12,6 +12,7 @@ import pytest
 from prometheus_client import generate_latest
 from structlog.testing import capture_logs
 
+from broker.cluster import Cluster
 from broker.config import BrokerConfig
 from broker.metrics import Metrics
 from broker.purgatory import Timer
@@ -38,7 +39,8 @@ def make_broker(**settings):
                            "sasl.scram.bootstrap.credentials": SCRAM_BOOTSTRAP,
                            **listener_settings(), **settings})
     broker = SimpleNamespace(config=config, clock=clock, timer=Timer(clock), debug=False,
-                             node_id=1, cluster_id="c", advertised=lambda _: ("localhost", 9092))
+                             node_id=1, cluster=Cluster(1, 1), cluster_id="c",
+                             advertised=lambda _listener, _node=None: ("localhost", 9092))
     broker.metrics = Metrics(broker)
     broker.faults = Faults(broker)
     broker.scram_credentials = ScramCredentialStore(None)
