@@ -19,9 +19,6 @@ from tests.support import BrokerProcess, free_port, unique
 from . import tls_clients
 from .sasl_support import ALICE_PASSWORD, SCRAM_BOOTSTRAP, listener_settings
 
-N, PARTITIONS = tls_clients.N, tls_clients.PARTITIONS
-
-
 @pytest.fixture(scope="module")
 def broker(certs):
     port, sasl_ssl_port = free_port(), free_port()
@@ -45,78 +42,20 @@ def principals(broker) -> list[str]:
             if '"event": "authenticated"' in line]
 
 
-def expected() -> dict:
-    return tls_clients.expected()
-
-
-def kafka_python(bootstrap, topic, group, certs, mechanism, password=ALICE_PASSWORD) -> dict:
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-    from tests.support import subscribe_with_metadata
-    settings = dict(security_protocol="SASL_SSL", ssl_cafile=certs["paths"]["ca.crt"],
-                    sasl_mechanism=mechanism, sasl_plain_username="alice",
-                    sasl_plain_password=password)
-    producer = KafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=10000, **settings)
-    try:
-        for i in range(N):
-            producer.send(topic, f"v{i}".encode(), partition=i % PARTITIONS).get(20)
-    finally:
-        producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
-                             auto_offset_reset="earliest", enable_auto_commit=False, **settings)
-    consumed = []
-    try:
-        subscribe_with_metadata(consumer, [topic])
-        tls_clients._deadline_loop(lambda: _poll_commit(consumer, consumed))
-        committed = {p: consumer.committed(TopicPartition(topic, p)) for p in range(PARTITIONS)}
-    finally:
-        consumer.close()
-    return {"produced": N, "consumed": sorted(consumed), "committed": committed}
-
-
-def _poll_commit(consumer, consumed) -> bool:
-    for records in consumer.poll(500).values():
-        consumed.extend(r.value.decode() for r in records)
-    consumer.commit()
-    return len(consumed) >= N
+def kafka_python(bootstrap, topic, group, certs, mechanism) -> dict:
+    return tls_clients.run_kafka_python(bootstrap, topic, group, dict(
+        security_protocol="SASL_SSL", ssl_cafile=certs["paths"]["ca.crt"],
+        sasl_mechanism=mechanism, sasl_plain_username="alice",
+        sasl_plain_password=ALICE_PASSWORD))
 
 
 def aiokafka(bootstrap, topic, group, certs, mechanism) -> dict:
-    import asyncio
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
     from aiokafka.helpers import create_ssl_context
-
-    async def scenario():
-        settings = dict(security_protocol="SASL_SSL",
-                        ssl_context=create_ssl_context(cafile=certs["paths"]["ca.crt"]),
-                        sasl_mechanism=mechanism, sasl_plain_username="alice",
-                        sasl_plain_password=ALICE_PASSWORD)
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **settings)
-        await producer.start()
-        try:
-            for i in range(N):
-                await producer.send_and_wait(topic, f"v{i}".encode(), partition=i % PARTITIONS)
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
-                                    auto_offset_reset="earliest", enable_auto_commit=False,
-                                    **settings)
-        await consumer.start()
-        consumed = []
-        try:
-            for _ in range(60):
-                batches = await consumer.getmany(timeout_ms=500)
-                for records in batches.values():
-                    consumed.extend(r.value.decode() for r in records)
-                if batches:
-                    await consumer.commit()
-                if len(consumed) >= N:
-                    break
-            committed = {p: await consumer.committed(TopicPartition(topic, p))
-                         for p in range(PARTITIONS)}
-        finally:
-            await consumer.stop()
-        return {"produced": N, "consumed": sorted(consumed), "committed": committed}
-    return asyncio.run(scenario())
+    return tls_clients.run_aiokafka(bootstrap, topic, group, dict(
+        security_protocol="SASL_SSL", ssl_context=create_ssl_context(
+            cafile=certs["paths"]["ca.crt"]),
+        sasl_mechanism=mechanism, sasl_plain_username="alice",
+        sasl_plain_password=ALICE_PASSWORD))
 
 
 def _confluent(bootstrap, certs, mechanism, password=ALICE_PASSWORD) -> dict:
@@ -126,33 +65,7 @@ def _confluent(bootstrap, certs, mechanism, password=ALICE_PASSWORD) -> dict:
 
 
 def confluent_kafka(bootstrap, topic, group, certs, mechanism) -> dict:
-    from confluent_kafka import Consumer, Producer, TopicPartition
-    settings = _confluent(bootstrap, certs, mechanism)
-    producer = Producer({**settings, "message.timeout.ms": 20000})
-    delivered = []
-    for i in range(N):
-        producer.produce(topic, value=f"v{i}", partition=i % PARTITIONS,
-                         on_delivery=lambda err, msg: delivered.append(err))
-    producer.flush(30)
-    assert delivered == [None] * N, delivered[:3]
-    consumer = Consumer({**settings, "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
-    consumed = []
-    try:
-        consumer.subscribe([topic])
-
-        def step():
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                consumed.append(msg.value().decode())
-                consumer.commit(message=msg, asynchronous=False)
-            return len(consumed) >= N
-        tls_clients._deadline_loop(step)
-        found = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], 10)
-    finally:
-        consumer.close()
-    return {"produced": N, "consumed": sorted(consumed),
-            "committed": {tp.partition: tp.offset for tp in found}}
+    return tls_clients.run_confluent_kafka(topic, group, _confluent(bootstrap, certs, mechanism))
 
 
 def java(bootstrap, topic, group, certs, mechanism) -> dict:
@@ -178,7 +91,7 @@ def test_clients_produce_and_consume_over_sasl_ssl(broker, certs, client, mechan
         tls_clients.create_topic(broker.bootstrap, topic)
     before = len(principals(broker))
     outcome = CLIENTS[client](broker.sasl_ssl, topic, unique("g"), certs, mechanism)
-    assert outcome == expected()
+    assert outcome == tls_clients.expected()
     logins = principals(broker)[before:]
     assert logins and set(logins) == {"User:alice"}
 

@@ -49,11 +49,16 @@ def _deadline_loop(step, timeout: float = 30.0):
 
 
 def kafka_python(bootstrap, topic, group, certs, client_cert=True) -> dict:
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     paths = certs["paths"]
     ssl = dict(security_protocol="SSL", ssl_cafile=paths["ca.crt"])
     if client_cert:
         ssl.update(ssl_certfile=paths["client.crt"], ssl_keyfile=paths["client.key"])
+    return run_kafka_python(bootstrap, topic, group, ssl)
+
+
+def run_kafka_python(bootstrap, topic, group, ssl: dict) -> dict:
+    """kafka-python's scenario with ``ssl`` as its connection settings (keyword arguments)."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     producer = KafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=10000, **ssl)
     try:
         for i in range(N):
@@ -81,16 +86,21 @@ def kafka_python(bootstrap, topic, group, certs, client_cert=True) -> dict:
 
 
 def aiokafka(bootstrap, topic, group, certs, client_cert=True) -> dict:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
     from aiokafka.helpers import create_ssl_context
     paths = certs["paths"]
+    context = create_ssl_context(
+        cafile=paths["ca.crt"], certfile=paths["client.crt"] if client_cert else None,
+        keyfile=paths["client.key"] if client_cert else None)
+    return run_aiokafka(bootstrap, topic, group,
+                        {"security_protocol": "SSL", "ssl_context": context})
+
+
+def run_aiokafka(bootstrap, topic, group, ssl: dict) -> dict:
+    """aiokafka's scenario with ``ssl`` as its connection settings (keyword arguments)."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
     async def scenario():
-        context = create_ssl_context(
-            cafile=paths["ca.crt"], certfile=paths["client.crt"] if client_cert else None,
-            keyfile=paths["client.key"] if client_cert else None)
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, security_protocol="SSL",
-                                    ssl_context=context, request_timeout_ms=10000)
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=10000, **ssl)
         await producer.start()
         try:
             for i in range(N):
@@ -99,9 +109,8 @@ def aiokafka(bootstrap, topic, group, certs, client_cert=True) -> dict:
         finally:
             await producer.stop()
         consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
-                                    security_protocol="SSL", ssl_context=context,
                                     auto_offset_reset="earliest", enable_auto_commit=False,
-                                    session_timeout_ms=10000, heartbeat_interval_ms=1000)
+                                    session_timeout_ms=10000, heartbeat_interval_ms=1000, **ssl)
         await consumer.start()
         consumed = []
         try:
@@ -121,13 +130,18 @@ def aiokafka(bootstrap, topic, group, certs, client_cert=True) -> dict:
 
 
 def confluent_kafka(bootstrap, topic, group, certs, client_cert=True) -> dict:
-    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
     paths = certs["paths"]
     ssl = {"bootstrap.servers": bootstrap, "security.protocol": "ssl",
            "ssl.ca.location": paths["ca.crt"]}
     if client_cert:
         ssl.update({"ssl.certificate.location": paths["client.crt"],
                     "ssl.key.location": paths["client.key"]})
+    return run_confluent_kafka(topic, group, ssl)
+
+
+def run_confluent_kafka(topic, group, ssl: dict) -> dict:
+    """confluent-kafka's scenario with ``ssl`` as its configuration (bootstrap included)."""
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
     errors = []
     producer = Producer({**ssl, "message.timeout.ms": 20000,
                          "error_cb": lambda e: errors.append(str(e))})
