@@ -28,6 +28,14 @@ class Cluster:
         return [nodes[(start + i) % len(nodes)] for i in range(min(replication_factor,
                                                                     len(nodes)))]
 
+    def leaders(self, topic: str, count: int) -> list[int]:
+        """The leaders of partitions 0..count-1 of ``topic`` (the topic hashed once)."""
+        nodes = self.node_ids
+        if self.single:
+            return [nodes[0]] * count
+        start = java_abs(java_string_hashcode(topic))
+        return [nodes[(start + p) % len(nodes)] for p in range(count)]
+
     def leader(self, topic: str, partition: int) -> int:
         nodes = self.node_ids
         if self.single:

@@ -21,11 +21,11 @@ DESCRIBE, CREATE, TOPIC = AclOperation.DESCRIBE, AclOperation.CREATE, ResourceTy
 
 
 def topic_entry(broker, topic) -> Topic_:
-    leader = broker.cluster.leader
     name = topic.name
+    leaders = broker.cluster.leaders(name, len(topic.partitions))
     partitions = []
     for p in topic.partitions:
-        node = leader(name, p.index)
+        node = leaders[p.index]
         partitions.append(Partition_(error_code=ErrorCode.NONE, partition_index=p.index,
                                      leader_id=node, leader_epoch=0, replica_nodes=[node],
                                      isr_nodes=[node], offline_replicas=[]))
