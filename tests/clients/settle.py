@@ -190,6 +190,11 @@ class Tracker:
 
 # ============================================================================ hosts
 
+def fetch_wait(args) -> dict:
+    """kafka-python's and aiokafka's ``fetch_max_wait_ms`` when ``--fetch-wait-ms`` is given."""
+    return {} if args.fetch_wait_ms is None else {"fetch_max_wait_ms": args.fetch_wait_ms}
+
+
 def eager_listener(base, tracker: Tracker, member: int):
     """A rebalance listener of kafka-python's or aiokafka's ``base`` class (both eager: revoke
     everything, then get the whole new assignment) that reports to the tracker."""
@@ -280,7 +285,8 @@ class KafkaPythonHost(ThreadHost):
             bootstrap_servers=args.bootstrap, group_id=group, client_id=f"settle-{member}",
             group_instance_id=instance_id, enable_auto_commit=False,
             auto_offset_reset="earliest", partition_assignment_strategy=[assignor],
-            session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=1000)
+            session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=1000,
+            **fetch_wait(args))
         tracker.started(member)
         consumer.subscribe([args.topic],
                            listener=eager_listener(ConsumerRebalanceListener, tracker, member))
@@ -318,6 +324,8 @@ class ConfluentHost(ThreadHost):
                          "heartbeat.interval.ms": 1000})
         if instance_id:
             conf["group.instance.id"] = instance_id
+        if args.fetch_wait_ms is not None:
+            conf["fetch.wait.max.ms"] = args.fetch_wait_ms
         consumer = Consumer(conf)
         # the consumer protocol and cooperative-sticky name only the partitions added or taken
         # away; the eager assignors revoke everything and then name the whole new assignment
@@ -412,7 +420,8 @@ class AiokafkaHost(Host):
             bootstrap_servers=args.bootstrap, group_id=group, client_id=f"settle-{member}",
             group_instance_id=instance_id, enable_auto_commit=False,
             auto_offset_reset="earliest", partition_assignment_strategy=(assignor,),
-            session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=1000)
+            session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=1000,
+            **fetch_wait(args))
         tracker.started(member)
         consumer.subscribe([args.topic],
                            listener=eager_listener(ConsumerRebalanceListener, tracker, member))
@@ -608,8 +617,13 @@ def parse_args(argv=None):
     parser.add_argument("--timeout", type=float, default=25.0, help="seconds per phase")
     parser.add_argument("--quiet", type=float, default=1.0,
                         help="seconds the group must stay settled")
+    parser.add_argument("--fetch-wait-ms", type=int, default=None,
+                        help="the members' longest fetch wait (fetch.wait.max.ms / "
+                             "fetch_max_wait_ms); default: the client's own (500 ms)")
     parser.add_argument("--trials", type=int, default=1)
     args = parser.parse_args(argv)
+    if args.fetch_wait_ms is not None and args.client == "java":
+        parser.error("--fetch-wait-ms is not passed to the Java group host")
     if consumer_protocol(args.assignor) and args.client not in CONSUMER_PROTOCOL_CLIENTS:
         parser.error(f"{args.client} has no consumer group protocol (KIP-848): --assignor "
                      f"{args.assignor} needs --client {' or '.join(CONSUMER_PROTOCOL_CLIENTS)}")
