@@ -913,14 +913,21 @@ class Server:
         connection is made. A client that sends no TLS, or never finishes, is closed with one
         line; its slot of the connection quotas is given back."""
         loop = asyncio.get_running_loop()
+        handshake = loop.create_future()
+        tls_protocol = tls.ServerTlsProtocol(
+            loop, protocol, listener_tls.context, handshake, server_side=True,
+            ssl_handshake_timeout=tls.handshake_timeout_s(self.broker.config))
+        transport = None
         try:
-            await loop.connect_accepted_socket(
-                lambda: protocol, conn, ssl=listener_tls.context,
-                ssl_handshake_timeout=tls.handshake_timeout_s(self.broker.config))
+            transport, _ = await loop.connect_accepted_socket(lambda: tls_protocol, conn)
+            await handshake
         except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 - its own connection
             peer = f"{address[0]}:{address[1]}"
             self.uncount(protocol)
-            conn.close()
+            if transport is None:
+                conn.close()
+            elif not transport.is_closing():
+                transport.abort()
             if isinstance(exc, asyncio.CancelledError):
                 raise
             log.warning("closing connection", peer=peer, listener=protocol.listener,

@@ -78,10 +78,11 @@ def test_kafka_python_wrong_password(broker, mechanism, caplog):
     from kafka import KafkaProducer
     from kafka.errors import KafkaError
     topic = unique("sasl-kp-no")
-    # kafka-python retries the bootstrap until max_block_ms, then gives up: each attempt ends
-    # with the broker's SASL_AUTHENTICATION_FAILED
+    # kafka-python retries the bootstrap until bootstrap_timeout_ms (30 s by default), then gives
+    # up: each attempt ends with the broker's SASL_AUTHENTICATION_FAILED
     with pytest.raises(KafkaError):
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap, max_block_ms=3000,
+                                 bootstrap_timeout_ms=3000,
                                  **_kafka_python_settings(mechanism, "wrong"))
         producer.send(topic, b"never").get(timeout=3)
     assert "SaslAuthenticationFailedError" in caplog.text

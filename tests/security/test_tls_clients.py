@@ -67,7 +67,8 @@ def run_briefly(client, bootstrap, topic, certs):
     if client == "kafka-python":
         from kafka import KafkaProducer
         producer = KafkaProducer(bootstrap_servers=bootstrap, security_protocol="SSL",
-                                 ssl_cafile=paths["ca.crt"], max_block_ms=5000)
+                                 ssl_cafile=paths["ca.crt"], max_block_ms=5000,
+                                 bootstrap_timeout_ms=5000)
         try:
             producer.send(topic, b"x").get(5)
         finally:

@@ -233,6 +233,9 @@ def java(bootstrap, topic, group, certs, client_cert=True) -> dict:
     if client_cert:
         props.update({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": paths["client.p12"],
                       "ssl.keystore.password": certs["password"]})
+    else:
+        # refused at every handshake, the admin client retries until its API timeout: fail fast
+        props.update({"default.api.timeout.ms": 5000, "request.timeout.ms": 5000})
     return run_java(bootstrap, topic, group, props)
 
 

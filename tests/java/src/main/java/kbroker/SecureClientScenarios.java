@@ -33,7 +33,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *
  * creates TOPIC (2 partitions), produces N records, consumes them in GROUP with commits and
  * prints one JSON line: {"produced": N, "consumed": [values sorted], "committed": {p: offset}};
- * on failure {"error": "..."} (exit 1).
+ * on failure {"error": "..."} (exit 1). Timeouts in CLIENT_PROPERTIES (default.api.timeout.ms,
+ * delivery.timeout.ms, request.timeout.ms) replace the scenario's own, so a client meant to fail
+ * gives up in seconds.
  */
 final class SecureClientScenarios {
     private SecureClientScenarios() {
@@ -63,7 +65,7 @@ final class SecureClientScenarios {
         Properties adminProps = new Properties();
         adminProps.putAll(security);
         adminProps.put("bootstrap.servers", bootstrap);
-        adminProps.put("default.api.timeout.ms", 40_000);
+        adminProps.putIfAbsent("default.api.timeout.ms", 40_000);
         try (Admin admin = Admin.create(adminProps)) {
             admin.createTopics(List.of(new NewTopic(topic, 2, (short) 1))).all()
                     .get(20, TimeUnit.SECONDS);
@@ -72,8 +74,8 @@ final class SecureClientScenarios {
         Properties producerProps = new Properties();
         producerProps.putAll(security);
         producerProps.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        producerProps.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 20_000);
-        producerProps.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, 10_000);
+        producerProps.putIfAbsent(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 20_000);
+        producerProps.putIfAbsent(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, 10_000);
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps,
                 new ByteArraySerializer(), new ByteArraySerializer())) {
             for (int i = 0; i < n; i++) {
