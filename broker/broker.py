@@ -44,7 +44,7 @@ class Broker:
         self.authorizer = Authorization.from_config(config)
         self.timer_driver = AsyncioTimerDriver(self.clock)
         self.timer = self.timer_driver.timer
-        self.topics = TopicManager(config, config["log.dirs"])
+        self.topics = TopicManager(config, config["log.dirs"], self.cluster)
         self.topics.logs.set_memory_budget(config["log.memory.max.bytes"])
         self.faults = Faults(self)
         #: SCRAM users (AlterUserScramCredentials), and what every SASL listener serves
@@ -72,6 +72,10 @@ class Broker:
             return host, self.server.node_bound[(listener, self.node_id + index)][1]
         return host, port + index
 
+    def _internal_replicas(self, setting: str) -> int:
+        """An internal topic's replication factor: the setting, at most the nodes served."""
+        return max(1, min(self.config[setting], len(self.cluster.node_ids)))
+
     async def start(self) -> None:
         self.timer_driver.start(asyncio.get_running_loop())
         self.topics.load()
@@ -79,13 +83,15 @@ class Broker:
             self.topics.create(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"],
                                {"cleanup.policy": "compact",
                                 "segment.bytes": str(self.config["offsets.topic.segment.bytes"])},
-                               internal=True)
+                               internal=True, replication_factor=self._internal_replicas(
+                                   "offsets.topic.replication.factor"))
         if self.topics.get(TRANSACTION_STATE_TOPIC) is None:
             self.topics.create(TRANSACTION_STATE_TOPIC,
                                self.config["transaction.state.log.num.partitions"],
                                dict(TRANSACTION_STATE_CONFIGS, **{"segment.bytes": str(
                                    self.config["transaction.state.log.segment.bytes"])}),
-                               internal=True)
+                               internal=True, replication_factor=self._internal_replicas(
+                                   "transaction.state.log.replication.factor"))
         self.producer_ids.at_least(self._max_producer_id() + 1)
         # every coordinator shard answers COORDINATOR_LOAD_IN_PROGRESS from the first request on,
         # until its partition is replayed
@@ -126,6 +132,51 @@ class Broker:
             task()
             self.timer.call_later(interval_ms, run)
         self.timer.call_later(interval_ms, run)
+
+    # -- nodes going down and up (several nodes in one process, broker/cluster.py)
+
+    def node_down(self, node: int) -> dict:
+        """Take ``node`` down as if its broker died: its listeners and connections close, the
+        partitions it led move to other in-sync replicas at the next leader epoch, and with
+        them the coordinators of their groups and transactional ids. Raises ValueError for a
+        node that is not served, already down, or the last one up."""
+        cluster = self.cluster
+        if node not in cluster.node_ids:
+            raise ValueError(f"node {node} is not one of the nodes served: {cluster.node_ids}")
+        if node in cluster.down:
+            raise ValueError(f"node {node} is already down")
+        if len(cluster.alive()) == 1:
+            raise ValueError(f"node {node} is the last node up")
+        moved = cluster.node_down(node, self.topics.partitions())
+        closed = self.server.node_down(node)
+        if moved:
+            self.topics.save()  # the leader epoch caches
+        log.warning("node down", node=node, leaders_moved=moved, connections_closed=closed)
+        return {"node": node, "state": "down", "leaders_moved": moved,
+                "connections_closed": closed}
+
+    def node_up(self, node: int) -> dict:
+        """Bring ``node`` back: it listens on its ports again, rejoins the ISRs and leads the
+        partitions that were left without a leader."""
+        cluster = self.cluster
+        if node not in cluster.node_ids:
+            raise ValueError(f"node {node} is not one of the nodes served: {cluster.node_ids}")
+        if node not in cluster.down:
+            raise ValueError(f"node {node} is already up")
+        self.server.node_up(node)
+        moved = cluster.node_up(node, self.topics.partitions())
+        if moved:
+            self.topics.save()
+        log.warning("node up", node=node, leaders_moved=moved)
+        return {"node": node, "state": "up", "leaders_moved": moved}
+
+    def nodes_state(self) -> list[dict]:
+        """Each node with its state and how many partitions it leads."""
+        leading: dict[int, int] = {}
+        for p in self.topics.partitions():
+            leading[p.leader] = leading.get(p.leader, 0) + 1
+        return [{"node": n, "state": "down" if n in self.cluster.down else "up",
+                 "leaders": leading.get(n, 0)} for n in self.cluster.node_ids]
 
     def on_topic_created(self, topic, reason: str) -> None:
         log.info("topic created", topic=topic.name, partitions=len(topic.partitions),

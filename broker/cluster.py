@@ -1,11 +1,19 @@
-"""The nodes one process serves (``nodes``, ``kbroker --nodes N``) and where each partition
-lives on them.
+"""The nodes one process serves (``nodes``, ``kbroker --nodes N``), which of them are up, and
+where each partition lives on them: what Kafka's controller decides and records.
 
 Node ids run from ``node.id`` up, each with its own listeners (``Server.start``). A partition's
-replicas are ``replication.factor`` consecutive nodes from a start that depends on the topic
+replicas are ``replication factor`` consecutive nodes from a start that depends on the topic
 (Java's String.hashCode, so a topic keeps its place across restarts) and the partition index, so
 leaders spread over the nodes as Kafka's replica assignment spreads them; the first replica
 leads. One node: it is every partition's only replica, as before.
+
+Every node serves the same logs in this process, so a replica is always caught up: the in-sync
+replicas are the replicas that are up. When a node goes down, each partition it led moves to
+the next in-sync replica at the next leader epoch (none left: no leader, as Kafka's controller
+leaves a partition whose last in-sync replica died), and it leaves every ISR. When it comes back
+it rejoins the ISRs and leads again the partitions left without a leader; the others keep their
+leader until a preferred election (ElectLeaders), as Kafka keeps them until its leader
+rebalance.
 """
 from __future__ import annotations
 
@@ -13,31 +21,99 @@ from .coordinator.hashing import java_abs, java_string_hashcode
 
 
 class Cluster:
-    __slots__ = ("node_ids", "single")
+    __slots__ = ("node_ids", "single", "down", "_one")
 
     def __init__(self, first_node_id: int, count: int) -> None:
         self.node_ids = list(range(first_node_id, first_node_id + count))
         #: one node leads everything: no request can reach the wrong node
         self.single = count == 1
+        #: nodes taken down (``node_down``); their listeners are closed
+        self.down: set[int] = set()
+        self._one = [first_node_id]  # the replica list every partition of one node shares
 
-    def replicas(self, topic: str, partition: int, replication_factor: int = 1) -> list[int]:
-        nodes = self.node_ids
+    def alive(self) -> list[int]:
+        return [n for n in self.node_ids if n not in self.down]
+
+    def replicas(self, topic: str, partition: int, replication_factor: int = 1,
+                 given: list[int] | None = None) -> list[int]:
+        """A new partition's replicas: ``given`` (an explicit assignment) when it names only
+        this cluster's nodes, else ``replication_factor`` nodes placed by the topic's hash."""
+        if given and all(n in self.node_ids for n in given):
+            return list(given)
         if self.single:
-            return nodes[:]
+            return self._one
+        # as Kafka's controller, only on the nodes that are up (recorded in topics.json)
+        nodes = self.alive() if self.down else self.node_ids
         start = (java_abs(java_string_hashcode(topic)) + partition) % len(nodes)
-        return [nodes[(start + i) % len(nodes)] for i in range(min(replication_factor,
+        return [nodes[(start + i) % len(nodes)] for i in range(min(max(replication_factor, 1),
                                                                     len(nodes)))]
 
-    def leaders(self, topic: str, count: int) -> list[int]:
-        """The leaders of partitions 0..count-1 of ``topic`` (the topic hashed once)."""
-        nodes = self.node_ids
-        if self.single:
-            return [nodes[0]] * count
-        start = java_abs(java_string_hashcode(topic))
-        return [nodes[(start + p) % len(nodes)] for p in range(count)]
+    def place(self, partition) -> None:
+        """A new partition's leader and ISR given the nodes that are down now."""
+        if not self.down:
+            return
+        isr = [n for n in partition.replicas if n not in self.down]
+        partition.isr = isr or partition.replicas[:1]
+        partition.leader = isr[0] if isr else -1
 
-    def leader(self, topic: str, partition: int) -> int:
-        nodes = self.node_ids
-        if self.single:
-            return nodes[0]
-        return nodes[(java_abs(java_string_hashcode(topic)) + partition) % len(nodes)]
+    def node_down(self, node: int, partitions) -> int:
+        """Take ``node`` down: it leaves every ISR and its partitions get new leaders. Returns
+        how many partitions changed leader."""
+        self.down.add(node)
+        moved = 0
+        for p in partitions:
+            if node not in p.isr:
+                continue
+            isr = [n for n in p.isr if n != node]
+            if p.leader == node:
+                _elect(p, isr[0] if isr else -1)
+                moved += 1
+            # Kafka keeps the last in-sync replica in the ISR of a partition it cannot lead
+            p.isr = isr or p.isr
+        return moved
+
+    def node_up(self, node: int, partitions) -> int:
+        """Bring ``node`` back: it rejoins the ISR of its partitions and leads those that had
+        no leader. Returns how many partitions changed leader."""
+        self.down.discard(node)
+        moved = 0
+        for p in partitions:
+            if node not in p.replicas:
+                continue
+            if p.leader == -1:
+                p.isr = [n for n in p.replicas if n not in self.down]
+                _elect(p, node if node in p.isr else p.isr[0])
+                moved += 1
+            elif node not in p.isr:
+                p.isr = [n for n in p.replicas if n in p.isr or n == node]
+        return moved
+
+    def elect_preferred(self, p) -> bool:
+        """Make the first replica the leader again if it is in sync: ElectLeaders PREFERRED."""
+        preferred = p.replicas[0]
+        if p.leader == preferred or preferred not in p.isr or preferred in self.down:
+            return False
+        _elect(p, preferred)
+        return True
+
+    def elect_unclean(self, p) -> bool:
+        """Give a partition without a leader any live replica: ElectLeaders UNCLEAN."""
+        live = [n for n in p.replicas if n not in self.down]
+        if p.leader != -1 or not live:
+            return False
+        p.isr = [live[0]]
+        _elect(p, live[0])
+        return True
+
+
+def _elect(p, leader: int) -> None:
+    """A new leader at the next leader epoch; a node that becomes leader starts the epoch at
+    its log end offset (Kafka's makeLeader), which the leader epoch cache records, replacing
+    the entries that start there too (epochs in which nothing was appended), as
+    LeaderEpochFileCache.assign does."""
+    p.leader = leader
+    p.leader_epoch += 1
+    if leader != -1:
+        start = p.log.log_end_offset
+        kept = tuple(e for e in p.epochs if e[1] < start)
+        p.epochs = kept + ((p.leader_epoch, start),)

@@ -168,7 +168,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("log.dirs", _opt_str, None,
             "Data directory; unset = in-memory storage (nothing on disk)."),
     Setting("num.partitions", int, 1, "Partitions of an auto-created topic."),
-    Setting("default.replication.factor", int, 1, "Only 1 is possible on a single broker."),
+    Setting("default.replication.factor", int, 1,
+            "Replicas of a topic created without a replication factor (at most the nodes up)."),
     Setting("auto.create.topics.enable", _bool, True, "Create topics on Metadata requests."),
     Setting("delete.topic.enable", _bool, True, "Allow DeleteTopics."),
     Setting("message.max.bytes", int, 1048588, "Largest record batch accepted (per topic: max.message.bytes)."),
@@ -220,6 +221,12 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "markers stay once compaction may remove them."),
     Setting("log.message.timestamp.type", _str, "CreateTime", "CreateTime or LogAppendTime."),
     Setting("offsets.topic.num.partitions", int, 50, "Partitions of __consumer_offsets = coordinator shards."),
+    Setting("offsets.topic.replication.factor", int, 3,
+            "Replicas of each __consumer_offsets partition, at most the nodes served (Kafka "
+            "refuses to create the topic until that many brokers are up; here one node is "
+            "the default)."),
+    Setting("transaction.state.log.replication.factor", int, 3,
+            "Replicas of each __transaction_state partition, at most the nodes served."),
     Setting("offsets.topic.segment.bytes", int, 262144,
             "segment.bytes of __consumer_offsets when it is created (Kafka: 100 MiB): the log "
             "cleaner never touches the active segment, so this bounds what a restart replays "

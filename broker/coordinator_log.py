@@ -21,7 +21,6 @@ from protocol.records import CONTROL_FLAG, SimpleRecord, build_batch
 
 from .coordinator.runtime import EndMarker
 from .log.cleaner import CleanedTransactions, iter_keys
-from .topics import LEADER_EPOCH
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -39,7 +38,7 @@ def partition_writer(broker, topic: str):
             batch_records = [SimpleRecord(key, value, timestamp=now) for key, value in records]
             if producer is None:
                 target.log.append(build_batch(batch_records),
-                                  partition_leader_epoch=LEADER_EPOCH)
+                                  partition_leader_epoch=target.leader_epoch)
             else:
                 # the partition's producer state opens the transaction, so that its last
                 # stable offset and aborted index cover it until the marker

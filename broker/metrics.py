@@ -506,6 +506,8 @@ class Metrics:
                     data = await asyncio.wait_for(reader.readexactly(length), left()) \
                         if length else b""
                     status, ctype, body = self._faults_http(method, path, data)
+            elif path == "/nodes" or path.startswith("/nodes/"):
+                status, ctype, body = self._nodes_http(method, path)
             elif path == "/metrics":
                 status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.registry)
             elif path == "/health":
@@ -527,6 +529,26 @@ class Metrics:
             log.exception("metrics request failed")
         finally:
             writer.close()
+
+    def _nodes_http(self, method: str, path: str) -> tuple[str, str, bytes]:
+        """``GET /nodes`` lists the nodes with their state; ``POST /nodes/<id>/down`` and
+        ``POST /nodes/<id>/up`` take one down and bring it back (Broker.node_down/node_up)."""
+        def answer(status: str, value) -> tuple[str, str, bytes]:
+            return status, "application/json", json.dumps(value).encode() + b"\n"
+
+        parts = path.strip("/").split("/")
+        if method == "GET" and parts == ["nodes"]:
+            return answer("200 OK", self.broker.nodes_state())
+        if method == "POST" and len(parts) == 3 and parts[2] in ("down", "up") and \
+                parts[1].lstrip("-").isdigit():
+            node = int(parts[1])
+            try:
+                change = self.broker.node_down if parts[2] == "down" else self.broker.node_up
+                return answer("200 OK", change(node))
+            except ValueError as exc:
+                return answer("409 Conflict", {"error": str(exc)})
+        return answer("405 Method Not Allowed",
+                      {"error": "GET /nodes; POST /nodes/<id>/down or /nodes/<id>/up"})
 
     def _faults_http(self, method: str, path: str, data: bytes) -> tuple[str, str, bytes]:
         """The fault endpoints, as JSON: ``POST /faults`` adds one (or a list), ``GET /faults``

@@ -38,6 +38,7 @@ from protocol.messages import ApiVersionsResponse
 from protocol.schema import DecodeError
 
 from . import apis
+from .apis.coordinator_routing import misrouted
 from .config import ConfigError
 
 log = structlog.get_logger("broker.server")
@@ -150,6 +151,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.node_id = broker.node_id if node_id is None else node_id
         self.server = broker.server
         self.faults = broker.faults
+        #: several nodes: group and transaction requests may reach a node that does not
+        #: coordinate their key (broker/apis/coordinator_routing.py)
+        self.multi_node = not broker.cluster.single
         self.listener = listener
         self.config = broker.config
         #: the listener's protocol (listener.security.protocol.map) and who the client is:
@@ -443,6 +447,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # the one look at faults (broker/testing/faults.py) a request pays
             if self.faults.armed and self.faults.intercept(self, req, request):
                 return
+            if self.multi_node and misrouted(self.broker, self, req, request):
+                return  # NOT_COORDINATOR: this node does not coordinate the request's key
             handler.handle(self.broker, req, request, req.respond)
         except Exception:
             log.exception("handler failed", api=handler.name, version=version, peer=self.peer)
@@ -795,6 +801,7 @@ class Server:
         config = broker.config
         self.clock = broker.clock
         self.acceptors: list[asyncio.Task] = []
+        self.node_acceptors: dict[int, list[asyncio.Task]] = {}  # by node id
         #: accepted sockets being handed to the loop, TLS handshakes included (Server._connect,
         #: Server._handshake): each its own task, the acceptor never waits for one
         self.connecting: set[asyncio.Task] = set()
@@ -827,20 +834,51 @@ class Server:
         self.tls = tls.listener_contexts(self.broker.config)
         cluster = self.broker.cluster
         for index, node in enumerate(cluster.node_ids):
-            for name, host, port in self.broker.config.listeners:
-                socks = _listening_sockets(host, port + index if port else 0)
-                sockname = socks[0].getsockname()
-                self.node_bound[(name, node)] = (sockname[0], sockname[1])
-                if index == 0:
-                    self.bound[name] = (sockname[0], sockname[1])
-                for sock in socks:
-                    self.acceptors.append(loop.create_task(self._accept(name, sock, node)))
-                if cluster.single:
-                    log.info("listening", listener=name, host=sockname[0], port=sockname[1])
-                else:
-                    log.info("listening", listener=name, host=sockname[0], port=sockname[1],
-                             node=node)
+            self._listen(loop, node, index)
         self.schedule_idle_check()
+
+    def _listen(self, loop, node: int, index: int) -> None:
+        """Open ``node``'s listeners: port + index of each configured port (an ephemeral port
+        when 0), or the very ports it had when it comes back up."""
+        single = self.broker.cluster.single
+        for name, host, port in self.broker.config.listeners:
+            bound = self.node_bound.get((name, node))
+            socks = _listening_sockets(host, bound[1] if bound else
+                                       (port + index if port else 0))
+            sockname = socks[0].getsockname()
+            self.node_bound[(name, node)] = (sockname[0], sockname[1])
+            if index == 0:
+                self.bound[name] = (sockname[0], sockname[1])
+            for sock in socks:
+                task = loop.create_task(self._accept(name, sock, node))
+                self.acceptors.append(task)
+                self.node_acceptors.setdefault(node, []).append(task)
+            if single:
+                log.info("listening", listener=name, host=sockname[0], port=sockname[1])
+            else:
+                log.info("listening", listener=name, host=sockname[0], port=sockname[1],
+                         node=node)
+
+    def node_down(self, node: int) -> int:
+        """``node`` stops: its listeners close and so does every connection it accepted, as
+        when a Kafka broker goes away. Returns how many connections were closed."""
+        for task in self.node_acceptors.pop(node, []):
+            task.cancel()  # it closes its listening socket as it ends
+            if task in self.acceptors:
+                self.acceptors.remove(task)
+        closed = 0
+        for conn in list(self.connections):
+            if conn.node_id == node and not conn.closed:
+                conn.drop(f"node {node} is down")
+                closed += 1
+        return closed
+
+    def node_up(self, node: int) -> None:
+        """``node`` listens again, on the ports it had."""
+        if node in self.node_acceptors:
+            return
+        index = self.broker.cluster.node_ids.index(node)
+        self._listen(asyncio.get_running_loop(), node, index)
 
     async def _accept(self, listener: str, sock: socket.socket, node: int) -> None:
         """Kafka's acceptor: at max.connections it waits for a slot before it accepts (the

@@ -13,13 +13,14 @@ import uuid
 from protocol.errors import ErrorCode
 from protocol.records import iter_batches
 
+from .cluster import Cluster
 from .log import LogConfig, LogManager
 from .producer_state import ProducerStateTable
 from .txn_markers import end_marker_batch
 
-#: the leader epoch of every partition while one node leads them all: the epoch Kafka gives a new
-#: partition's first leader, stamped into every batch the leader appends (partitionLeaderEpoch),
-#: and what Metadata, ListOffsets and OffsetForLeaderEpoch answer
+#: the epoch Kafka gives a new partition's first leader; each change of leader (a node going down
+#: or up, broker/cluster.py) moves a partition to the next, stamped into every batch its leader
+#: appends (partitionLeaderEpoch) and answered by Metadata, ListOffsets and OffsetForLeaderEpoch
 LEADER_EPOCH = 0
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -118,19 +119,37 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
     return None
 
 
+#: the replicas of a partition made without a cluster (node 1 alone)
+ONE_REPLICA = [1]
+#: a new partition's leader epoch cache: its first leader's epoch from offset 0
+FIRST_EPOCHS = ((LEADER_EPOCH, 0),)
+
+
 class Partition:
     """One topic partition: its log and its producers' state, which together give the last
     stable offset (``log.last_stable_offset``) and the aborted transactions
-    (``log.txn_index``)."""
+    (``log.txn_index``); and its place on the cluster's nodes, as Kafka's controller records
+    it (PartitionRegistration): replicas, in-sync replicas, leader (-1: none) and leader epoch,
+    with the leader epoch cache (epoch, start offset) that OffsetForLeaderEpoch answers from.
+    broker/cluster.py changes the placement; the lists are replaced, never changed in place, so
+    partitions may share them."""
 
-    __slots__ = ("topic", "index", "log", "producers")
+    __slots__ = ("topic", "index", "log", "producers", "replicas", "isr", "leader",
+                 "leader_epoch", "epochs")
 
-    def __init__(self, topic: "Topic", index: int, log) -> None:
+    def __init__(self, topic: "Topic", index: int, log, replicas: list[int] = None) -> None:
+        if replicas is None:
+            replicas = ONE_REPLICA
         self.topic = topic
         self.index = index
         self.log = log
         self.producers = ProducerStateTable()
         log.producers = self.producers  # the cleaner keeps each producer's last batch
+        self.replicas = replicas
+        self.isr = replicas
+        self.leader = replicas[0]
+        self.leader_epoch = LEADER_EPOCH
+        self.epochs: tuple[tuple[int, int], ...] = FIRST_EPOCHS
 
     @property
     def last_stable_offset(self) -> int:
@@ -146,7 +165,7 @@ class Partition:
         if batch.producer_id < 0:
             return ErrorCode.NONE, self.log.append(
                 records, log_append_time=log_append_time,
-                partition_leader_epoch=LEADER_EPOCH).first_offset, None
+                partition_leader_epoch=self.leader_epoch).first_offset, None
         producers = self.producers
         code, duplicate = producers.check(batch, verification)
         if code:
@@ -155,7 +174,7 @@ class Partition:
             return ErrorCode.NONE, duplicate.first_offset, duplicate
         log = self.log
         first_offset = log.append(records, log_append_time=log_append_time,
-                                  partition_leader_epoch=LEADER_EPOCH).first_offset
+                                  partition_leader_epoch=self.leader_epoch).first_offset
         timestamp = batch.max_timestamp if log_append_time is None else log_append_time
         if producers.update(batch, first_offset, timestamp):
             log.first_unstable_offset = producers.first_unstable_offset()
@@ -169,7 +188,7 @@ class Partition:
         first offset."""
         log = self.log
         first_offset = offset = log.append(records,
-                                           partition_leader_epoch=LEADER_EPOCH).first_offset
+                                           partition_leader_epoch=self.leader_epoch).first_offset
         producers = self.producers
         for batch in iter_batches(records):
             if (batch.producer_id >= 0 and not batch.is_control
@@ -192,7 +211,7 @@ class Partition:
         log = self.log
         offset = log.append(end_marker_batch(producer_id, producer_epoch, commit,
                                              coordinator_epoch, timestamp),
-                            partition_leader_epoch=LEADER_EPOCH).first_offset
+                            partition_leader_epoch=self.leader_epoch).first_offset
         ended = producers.complete(producer_id, producer_epoch, coordinator_epoch, offset,
                                    timestamp)
         if ended is not None:
@@ -204,17 +223,20 @@ class Partition:
 
 class Topic:
     def __init__(self, name: str, topic_id: uuid.UUID, configs: dict[str, str],
-                 internal: bool) -> None:
+                 internal: bool, replication_factor: int = 1) -> None:
         self.name = name
         self.topic_id = topic_id
         self.configs = configs  # only the ones set explicitly; defaults come from the broker
         self.internal = internal
+        self.replication_factor = replication_factor
         self.partitions: list[Partition] = []
 
 
 class TopicManager:
-    def __init__(self, config, data_dir: str | None) -> None:
+    def __init__(self, config, data_dir: str | None, cluster=None) -> None:
         self.config = config
+        #: where partitions live (broker/cluster.py); one node unless told otherwise
+        self.cluster = cluster if cluster is not None else Cluster(config["node.id"], 1)
         self.data_dir = data_dir
         self.defaults = topic_configs(config)
         self.topics: dict[str, Topic] = {}
@@ -247,26 +269,47 @@ class TopicManager:
 
     def create(self, name: str, num_partitions: int, configs: dict[str, str] | None = None,
                internal: bool = False, topic_id: uuid.UUID | None = None,
-               save: bool = True) -> Topic:
-        topic = Topic(name, topic_id or uuid.uuid4(), dict(configs or {}), internal)
+               save: bool = True, replication_factor: int = 1,
+               assignments: list[list[int]] | None = None) -> Topic:
+        """``assignments``: each partition's replicas, in partition order (CreateTopics's
+        replica assignment, or what topics.json recorded); else ``replication_factor`` replicas
+        per partition as the cluster places them."""
+        if assignments:
+            replication_factor = len(assignments[0])
+        topic = Topic(name, topic_id or uuid.uuid4(), dict(configs or {}), internal,
+                      replication_factor)
         self.topics[name] = topic
         self.by_id[topic.topic_id] = topic
-        self._add_partitions(topic, num_partitions)
+        self._add_partitions(topic, len(assignments) if assignments else num_partitions,
+                             assignments)
         self.version += 1
         if save:
             self.save()
         return topic
 
-    def _add_partitions(self, topic: Topic, total: int) -> None:
+    def _add_partitions(self, topic: Topic, total: int,
+                        assignments: list[list[int]] | None = None) -> None:
         log_config = self.log_config(topic)
+        cluster = self.cluster
         for index in range(len(topic.partitions), total):
             log = self.logs.get_or_create(topic.name, index, log_config)
-            partition = Partition(topic, index, log)
+            replicas = assignments[index] if assignments else None
+            partition = Partition(topic, index, log, cluster.replicas(
+                topic.name, index, topic.replication_factor, replicas))
+            cluster.place(partition)
             partition.producers.rebuild(log)
             topic.partitions.append(partition)
 
-    def add_partitions(self, name: str, total: int) -> None:
-        self._add_partitions(self.topics[name], total)
+    def partitions(self):
+        """Every partition of every topic."""
+        for topic in self.topics.values():
+            yield from topic.partitions
+
+    def add_partitions(self, name: str, total: int,
+                       assignments: list[list[int]] | None = None) -> None:
+        topic = self.topics[name]
+        self._add_partitions(topic, total, [[]] * len(topic.partitions) + assignments
+                             if assignments else None)
         self.version += 1
         self.save()
 
@@ -299,21 +342,38 @@ class TopicManager:
         with open(self._meta_path) as f:
             doc = json.load(f)
         for entry in doc["topics"]:
-            self.create(entry["name"], entry["partitions"], entry.get("configs", {}),
-                        entry.get("internal", False), uuid.UUID(entry["id"]), save=False)
+            topic = self.create(entry["name"], entry["partitions"], entry.get("configs", {}),
+                                entry.get("internal", False), uuid.UUID(entry["id"]),
+                                save=False,
+                                replication_factor=entry.get("replication_factor", 1),
+                                assignments=entry.get("replicas"))
+            for index, epochs in entry.get("leader_epochs", {}).items():
+                partition = topic.partitions[int(index)]
+                partition.epochs = tuple((e, start) for e, start in epochs)
+                partition.leader_epoch = partition.epochs[-1][0]
 
     def save(self) -> None:
         if not self._meta_path:
             return
-        doc = {"version": 1, "topics": [
-            {"name": t.name, "id": str(t.topic_id), "partitions": len(t.partitions),
-             "configs": t.configs, "internal": t.internal} for t in self.topics.values()]}
+        doc = {"version": 1, "topics": [self._entry(t) for t in self.topics.values()]}
         tmp = self._meta_path + ".tmp"
         with open(tmp, "w") as f:
             json.dump(doc, f, indent=1)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self._meta_path)
+
+    def _entry(self, t: Topic) -> dict:
+        """A topic's record in topics.json; its placement only where it is not the default."""
+        entry = {"name": t.name, "id": str(t.topic_id), "partitions": len(t.partitions),
+                 "configs": t.configs, "internal": t.internal}
+        if not self.cluster.single:
+            entry["replication_factor"] = t.replication_factor
+            entry["replicas"] = [p.replicas for p in t.partitions]
+        epochs = {p.index: p.epochs for p in t.partitions if p.epochs is not FIRST_EPOCHS}
+        if epochs:
+            entry["leader_epochs"] = epochs
+        return entry
 
     def close(self) -> None:
         self.logs.close()

@@ -13,6 +13,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from broker import apis
+from broker.cluster import Cluster
 from broker.config import BrokerConfig, ConfigError
 from broker.metrics import Metrics
 from broker.purgatory import Timer
@@ -90,7 +91,7 @@ class Transport:
 def make_broker(**settings):
     clock = Clock()
     broker = SimpleNamespace(config=BrokerConfig({"metrics.port": 0, **settings}), clock=clock,
-                             node_id=1, timer=Timer(clock), debug=False)
+                             node_id=1, timer=Timer(clock), debug=False, cluster=Cluster(1, 1))
     broker.metrics = Metrics(broker)
     broker.faults = Faults(broker)
     broker.server = Server(broker)

@@ -5,6 +5,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import CreatePartitionsResponse
 
 from ..security.authorizer import AclOperation, ResourceType
+from .create_topics import assignment_problem
 
 NAME = "CreatePartitions"
 VERSIONS = (0, 3)
@@ -42,12 +43,25 @@ def handle(broker, ctx, request, respond) -> None:
             results.append(Result(name=t.name, error_code=ErrorCode.INVALID_PARTITIONS,
                                   error_message=f"Topic already has {current} partitions."))
             continue
-        if t.assignments is not None and (
-                len(t.assignments) != t.count - current or
-                any(a.broker_ids != [broker.node_id] for a in t.assignments)):
-            results.append(Result(name=t.name, error_code=ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                  error_message="Invalid replica assignment"))
-            continue
+        assignments = None
+        if t.assignments is not None:
+            assignments = [list(a.broker_ids) for a in t.assignments]
+            problem = None
+            if len(assignments) != t.count - current:
+                problem = (f"Attempted to add {t.count - current} additional partition(s), but "
+                           f"only {len(assignments)} assignment(s) were specified.")
+            else:
+                problem = assignment_problem(broker, assignments)
+                if problem is None and len(assignments[0]) != len(topic.partitions[0].replicas):
+                    problem = (f"The manual partition assignment includes a partition with "
+                               f"{len(assignments[0])} replica(s), but this is inconsistent "
+                               f"with previous partitions, which have "
+                               f"{len(topic.partitions[0].replicas)} replica(s).")
+            if problem is not None:
+                results.append(Result(name=t.name,
+                                      error_code=ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                      error_message=problem))
+                continue
         if records + (t.count - current) > MAX_RECORDS_PER_REQUEST:
             # Kafka's record list overflows in this topic: it fails (UNKNOWN_SERVER_ERROR),
             # and so does every later topic that adds a partition; checked before allocating
@@ -57,6 +71,6 @@ def handle(broker, ctx, request, respond) -> None:
             continue
         records += t.count - current
         if not request.validate_only:
-            broker.topics.add_partitions(t.name, t.count)
+            broker.topics.add_partitions(t.name, t.count, assignments)
         results.append(Result(name=t.name, error_code=ErrorCode.NONE, error_message=None))
     respond(CreatePartitionsResponse(results=results))

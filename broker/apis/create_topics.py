@@ -16,55 +16,85 @@ SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_DEFAULT = 5
 
 
-def _check(broker, topic) -> tuple[int, str | None, int]:
-    """(error, message, partitions) for one requested topic."""
+def assignment_problem(broker, replica_lists: list[list[int]]) -> str | None:
+    """Kafka's controller's checks of a manual replica assignment (ReplicationControlManager),
+    or None."""
+    registered = set(broker.cluster.alive())
+    width = None
+    for index, replicas in enumerate(replica_lists):
+        if not replicas:
+            return "The manual partition assignment includes an empty replica list."
+        if len(set(replicas)) != len(replicas):
+            twice = next(b for b in replicas if replicas.count(b) > 1)
+            return (f"The manual partition assignment includes the broker {twice} more than "
+                    "once.")
+        if any(b not in registered for b in replicas):
+            return (f"All brokers specified in the manual partition assignment for partition "
+                    f"{index} must be registered.")
+        if width is not None and len(replicas) != width:
+            return (f"The manual partition assignment includes a partition with "
+                    f"{len(replicas)} replica(s), but this is inconsistent with previous "
+                    f"partitions, which have {width} replica(s).")
+        width = len(replicas)
+    return None
+
+
+def _check(broker, topic) -> tuple[int, str | None, int, int, list | None]:
+    """(error, message, partitions, replication factor, replica assignment or None) for one
+    requested topic."""
     name = topic.name
     problem = validate_topic_name(name)
     if problem:
-        return ErrorCode.INVALID_TOPIC_EXCEPTION, problem, 0
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, problem, 0, 0, None
     if broker.topics.get(name) is not None:
-        return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.", 0
+        return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.", 0, 0, None
+    assignments = None
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
             return (ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and "
-                    "replicasAssignments were set. Both cannot be used at the same time.", 0)
-        for a in topic.assignments:
-            if a.broker_ids != [broker.node_id]:
-                return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                        f"Replica assignment {a.broker_ids} names brokers other than "
-                        f"{broker.node_id}", 0)
-        indexes = sorted(a.partition_index for a in topic.assignments)
-        if indexes != list(range(len(indexes))):
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions should be 0..n-1", 0
-        partitions = len(indexes)
+                    "replicasAssignments were set. Both cannot be used at the same time.", 0,
+                    0, None)
+        by_index = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+        if sorted(by_index) != list(range(len(topic.assignments))):
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions should be 0..n-1", 0, 0,
+                    None)
+        assignments = [by_index[i] for i in range(len(by_index))]
+        problem = assignment_problem(broker, assignments)
+        if problem:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem, 0, 0, None
+        partitions, rf = len(assignments), len(assignments[0])
     else:
         partitions = topic.num_partitions
         if partitions == -1:
             partitions = broker.config["num.partitions"]
         if partitions <= 0:
             return (ErrorCode.INVALID_PARTITIONS,
-                    "Number of partitions was set to an invalid non-positive value.", 0)
+                    "Number of partitions was set to an invalid non-positive value.", 0, 0,
+                    None)
         rf = topic.replication_factor
         if rf == 0 or rf < -1:
             return (ErrorCode.INVALID_REPLICATION_FACTOR,
                     "Replication factor must be larger than 0, or -1 to use the default value.",
-                    0)
-        if rf > 1:
+                    0, 0, None)
+        if rf == -1:
+            rf = broker.config["default.replication.factor"]
+        registered = len(broker.cluster.alive())
+        if rf > registered:
             return (ErrorCode.INVALID_REPLICATION_FACTOR,
                     f"Unable to replicate the partition {rf} time(s): The target replication "
-                    "factor of " f"{rf} cannot be reached because only 1 broker(s) are "
-                    "registered.", 0)
+                    f"factor of {rf} cannot be reached because only {registered} broker(s) "
+                    "are registered.", 0, 0, None)
     seen = set()
     for c in topic.configs:
         if c.name in seen:
-            return ErrorCode.INVALID_REQUEST, f"Duplicate config {c.name}", 0
+            return ErrorCode.INVALID_REQUEST, f"Duplicate config {c.name}", 0, 0, None
         seen.add(c.name)
         if c.name not in broker.topics.defaults:
-            return ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}", 0
+            return ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}", 0, 0, None
         problem = validate_topic_config(c.name, c.value)
         if problem:
-            return ErrorCode.INVALID_CONFIG, problem, 0
-    return ErrorCode.NONE, None, partitions
+            return ErrorCode.INVALID_CONFIG, problem, 0, 0, None
+    return ErrorCode.NONE, None, partitions, rf, assignments
 
 
 #: Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH: one request may ask for at most
@@ -141,26 +171,28 @@ def handle(broker, ctx, request, respond) -> None:
         if seen[topic.name] > 1:
             checked.append((topic, ErrorCode.INVALID_REQUEST,
                             f"Create topics request from client `{ctx.client_id}` contains "
-                            f"multiple entries for the following topics: {topic.name}", 0, {}))
+                            f"multiple entries for the following topics: {topic.name}", 0, {},
+                            0, None))
             continue
-        error, message, partitions = _check(broker, topic)
+        error, message, partitions, rf, assignments = _check(broker, topic)
         configs = {c.name: c.value for c in topic.configs if c.value is not None}
         if not error:
             records += 1 + partitions + len(configs)
-        checked.append((topic, error, message, partitions, configs))
+        checked.append((topic, error, message, partitions, configs, rf, assignments))
     if records > MAX_RECORDS_PER_REQUEST:
         respond(_refuse_all(request, "Unable to perform excessively large batch operation.",
                             refused))
         return
     results = []
-    for topic, error, message, partitions, configs in checked:
+    for topic, error, message, partitions, configs, rf, assignments in checked:
         if error:
             results.append(Result(name=topic.name, error_code=error, error_message=message,
                                   num_partitions=-1, replication_factor=-1, configs=None))
             continue
         topic_id = None
         if not request.validate_only:
-            created = broker.topics.create(topic.name, partitions, configs)
+            created = broker.topics.create(topic.name, partitions, configs,
+                                           replication_factor=rf, assignments=assignments)
             topic_id = created.topic_id
             broker.on_topic_created(created, reason="CreateTopics")
         entries = [ConfigEntry(name=n, value=configs.get(n, d), read_only=False,
@@ -169,7 +201,7 @@ def handle(broker, ctx, request, respond) -> None:
                    for n, (d, _) in sorted(broker.topics.defaults.items())]
         if may_see_configs is None or may_see_configs(topic.name):
             result = Result(name=topic.name, error_code=ErrorCode.NONE, error_message=None,
-                            num_partitions=partitions, replication_factor=1, configs=entries)
+                            num_partitions=partitions, replication_factor=rf, configs=entries)
         else:  # created, but its configs are not shown
             result = Result(name=topic.name, error_code=ErrorCode.NONE, error_message=None,
                             num_partitions=-1, replication_factor=-1, configs=[],

@@ -6,7 +6,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import DescribeClusterResponse
 
 from ..security.authorization import cluster_authorized_operations
-from .replicas import nodes
+from .replicas import controller_id, nodes
 
 NAME = "DescribeCluster"
 VERSIONS = (0, 2)
@@ -20,7 +20,7 @@ def handle(broker, ctx, request, respond) -> None:
         return
     respond(DescribeClusterResponse(
         error_code=ErrorCode.NONE, endpoint_type=1, cluster_id=broker.cluster_id,
-        controller_id=broker.node_id, cluster_authorized_operations=cluster_authorized_operations(
+        controller_id=controller_id(broker), cluster_authorized_operations=cluster_authorized_operations(
             broker.authorizer, ctx) if request.include_cluster_authorized_operations
         else -2147483648,
         brokers=[DescribeClusterResponse.DescribeClusterBroker(

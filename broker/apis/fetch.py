@@ -14,7 +14,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import FetchResponse
 
 from ..log import OffsetOutOfRange
-from .replicas import led_elsewhere
+from .replicas import leader_error
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "Fetch"
@@ -53,9 +53,10 @@ def read(broker, request, conn=None) -> tuple[list, int, bool]:
                 errors = True
                 parts.append(_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, uncommitted))
                 continue
-            if conn is not None and led_elsewhere(broker, conn, ft.topic, index):
+            error = leader_error(broker, conn, topic.partitions[index], fp.current_leader_epoch)
+            if error != ErrorCode.NONE:
                 errors = True
-                parts.append(_error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, uncommitted))
+                parts.append(_error(index, error, uncommitted))
                 continue
             log = topic.partitions[index].log
             hw = log.log_end_offset

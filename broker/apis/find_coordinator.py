@@ -51,20 +51,39 @@ def _node(broker, ctx, key: str, key_type: int) -> tuple[int, str, int]:
     __consumer_offsets or __transaction_state (this node while one node serves all)."""
     if broker.cluster.single:
         return (broker.node_id, *broker.advertised(ctx.listener))
+    node = coordinator_node(broker, key, key_type)
+    if node == -1:
+        return -1, "", -1
+    return (node, *broker.advertised(ctx.listener, node))
+
+
+def coordinator_node(broker, key: str, key_type: int) -> int:
+    """The node leading the internal partition of ``key``, -1 while it has no leader."""
     if key_type == TRANSACTION:
         topic, coordinator = TRANSACTION_STATE_TOPIC, broker.transactions
     else:
         topic, coordinator = OFFSETS_TOPIC, broker.coordinator
-    node = broker.cluster.leader(topic, coordinator.partition_for(key))
-    return (node, *broker.advertised(ctx.listener, node))
+    return broker.topics.partition(topic, coordinator.partition_for(key)).leader
+
+
+def _located(broker, ctx, key: str, key_type: int) -> tuple[int, str | None, tuple]:
+    """(error, message, (node, host, port)) of one key: the coordinator's node, or
+    COORDINATOR_NOT_AVAILABLE while its partition has no leader (all its replicas down)."""
+    error, message = _answer(broker, ctx, key, key_type)
+    if error != ErrorCode.NONE:
+        return error, message, (-1, "", -1)
+    where = _node(broker, ctx, key, key_type)
+    if where[0] == -1:
+        return (ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "The coordinator is not available." if ctx.api_version < 4 else "", where)
+    return error, message, where
 
 
 def handle(broker, ctx, request, respond) -> None:
     if ctx.api_version < 4:
-        error, message = _answer(broker, ctx, request.key, request.key_type)
+        error, message, (node, host, port) = _located(broker, ctx, request.key,
+                                                      request.key_type)
         ok = error == ErrorCode.NONE
-        node, host, port = _node(broker, ctx, request.key, request.key_type) if ok \
-            else (-1, "", -1)
         if ok:
             message = "NONE"  # Kafka sends the error's message, and NONE's is its name
         respond(FindCoordinatorResponse(
@@ -73,9 +92,8 @@ def handle(broker, ctx, request, respond) -> None:
         return
     coordinators = []
     for key in request.coordinator_keys:
-        error, message = _answer(broker, ctx, key, request.key_type)
+        error, message, (node, host, port) = _located(broker, ctx, key, request.key_type)
         ok = error == ErrorCode.NONE
-        node, host, port = _node(broker, ctx, key, request.key_type) if ok else (-1, "", -1)
         if ok:
             message = ""
         coordinators.append(Coordinator(key=key, node_id=node if ok else -1,

@@ -9,6 +9,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 from ..security.authorizer import AclOperation, ResourceType
+from .coordinator_routing import hosted_groups
 
 # (Kafka API name, versions we advertise, GroupCoordinator method)
 ENTRIES = [
@@ -45,6 +46,8 @@ def route(method: str):
             respond = check(broker.authorizer, ctx, request, respond)
             if respond is None:
                 return
+        if method == "list_groups":
+            respond = hosted_groups(broker, ctx, respond)
         getattr(broker.coordinator, method)(request, ctx.api_version, ctx, respond)
     handle.__name__ = method
     return handle

@@ -10,7 +10,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import ListOffsetsResponse
 
 from ..security.authorizer import AclOperation, ResourceType
-from .replicas import led_elsewhere
+from .replicas import epoch_at, leader_error
 
 NAME = "ListOffsets"
 VERSIONS = (1, 10)
@@ -66,13 +66,15 @@ def handle(broker, ctx, request, respond) -> None:
                     partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
-            if led_elsewhere(broker, ctx.conn, t.name, index):
-                parts.append(PartitionResult(
-                    partition_index=index, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                    timestamp=-1, offset=-1, leader_epoch=-1))
+            partition = topic.partitions[index]
+            error = leader_error(broker, ctx.conn, partition, p.current_leader_epoch)
+            if error != ErrorCode.NONE:
+                parts.append(PartitionResult(partition_index=index, error_code=error,
+                                             timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
-            ts, offset = lookup(topic.partitions[index].log, p.timestamp, committed)
-            parts.append(PartitionResult(partition_index=index, error_code=ErrorCode.NONE,
-                                         timestamp=ts, offset=offset, leader_epoch=0))
+            ts, offset = lookup(partition.log, p.timestamp, committed)
+            parts.append(PartitionResult(
+                partition_index=index, error_code=ErrorCode.NONE, timestamp=ts, offset=offset,
+                leader_epoch=epoch_at(partition, offset) if offset >= 0 else -1))
         results.append(TopicResult(name=t.name, partitions=parts))
     respond(ListOffsetsResponse(topics=results + denied))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from protocol.messages import ListTransactionsResponse
 
 from ..security.authorizer import AclOperation, ResourceType
+from .coordinator_routing import hosted_transactions
 
 NAME = "ListTransactions"
 VERSIONS = (0, 2)
@@ -18,6 +19,7 @@ def handle(broker, ctx, request, respond) -> None:
         request.producer_id_filters, request.state_filters,
         request.duration_filter if version >= 1 else -1,
         request.transactional_id_pattern if version >= 2 else None)
+    rows = hosted_transactions(broker, ctx, rows)
     auth = broker.authorizer
     if auth is not None:
         # only the transactional ids the principal may describe

@@ -8,7 +8,7 @@ from protocol.schema import ZERO_UUID
 from ..security.authorization import authorized_operations, cluster_authorized_operations
 from ..security.authorizer import AclOperation, ResourceType
 from ..topics import validate_topic_name
-from .replicas import nodes
+from .replicas import controller_id, nodes
 
 NAME = "Metadata"
 VERSIONS = (0, 13)
@@ -22,13 +22,14 @@ DESCRIBE, CREATE, TOPIC = AclOperation.DESCRIBE, AclOperation.CREATE, ResourceTy
 
 def topic_entry(broker, topic) -> Topic_:
     name = topic.name
-    leaders = broker.cluster.leaders(name, len(topic.partitions))
+    down = broker.cluster.down
     partitions = []
     for p in topic.partitions:
-        node = leaders[p.index]
-        partitions.append(Partition_(error_code=ErrorCode.NONE, partition_index=p.index,
-                                     leader_id=node, leader_epoch=0, replica_nodes=[node],
-                                     isr_nodes=[node], offline_replicas=[]))
+        offline = [n for n in p.replicas if n in down] if down else []
+        partitions.append(Partition_(
+            error_code=ErrorCode.NONE if p.leader != -1 else ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=p.index, leader_id=p.leader, leader_epoch=p.leader_epoch,
+            replica_nodes=p.replicas, isr_nodes=p.isr, offline_replicas=offline))
     return Topic_(
         error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id,
         is_internal=topic.internal, topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
@@ -113,7 +114,7 @@ def handle(broker, ctx, request, respond) -> None:
                for node, host, port in nodes(broker, ctx.listener)]
     respond(MetadataResponse(
         brokers=brokers,
-        cluster_id=broker.cluster_id, controller_id=broker.node_id, topics=entries + denied,
+        cluster_id=broker.cluster_id, controller_id=controller_id(broker), topics=entries + denied,
         cluster_authorized_operations=cluster_operations))
 
 

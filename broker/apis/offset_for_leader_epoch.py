@@ -9,7 +9,7 @@ from protocol.messages import OffsetForLeaderEpochResponse
 
 from ..security.authorizer import AclOperation, ResourceType
 
-from .replicas import leader_epochs, placement
+from .replicas import leader_epochs, leader_error
 
 NAME = "OffsetForLeaderEpoch"
 VERSIONS = (2, 4)
@@ -39,20 +39,16 @@ def end_offset_for(entries: list[tuple[int, int]], requested: int,
     return UNDEFINED_EPOCH, UNDEFINED_OFFSET
 
 
-def _answer(broker, topic_name: str, p) -> EpochEndOffset:
+def _answer(broker, conn, topic_name: str, p) -> EpochEndOffset:
     partition = broker.topics.partition(topic_name, p.partition)
     if partition is None:
         return EpochEndOffset(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                               partition=p.partition)
-    where = placement(broker, partition)
-    current = p.current_leader_epoch
-    if current != -1 and current != where.leader_epoch:
-        # the caller's metadata is older (FENCED) or newer (UNKNOWN) than this leader's
-        error = (ErrorCode.FENCED_LEADER_EPOCH if current < where.leader_epoch
-                 else ErrorCode.UNKNOWN_LEADER_EPOCH)
+    # the caller's metadata may be older (FENCED) or newer (UNKNOWN) than this leader's; Kafka
+    # serves it from the leader only, even to followers
+    error = leader_error(broker, conn, partition, p.current_leader_epoch)
+    if error != ErrorCode.NONE:
         return EpochEndOffset(error_code=error, partition=p.partition)
-    if where.leader != broker.node_id:  # Kafka serves it from the leader only, even to followers
-        return EpochEndOffset(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, partition=p.partition)
     epoch, end = end_offset_for(leader_epochs(broker, partition), p.leader_epoch,
                                 partition.log.log_end_offset)
     return EpochEndOffset(error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=epoch,
@@ -75,5 +71,5 @@ def handle(broker, ctx, request, respond) -> None:
                 for p in t.partitions]))
         else:
             answered.append(TopicResult(topic=t.topic, partitions=[
-                _answer(broker, t.topic, p) for p in t.partitions]))
+                _answer(broker, ctx.conn, t.topic, p) for p in t.partitions]))
     respond(OffsetForLeaderEpochResponse(topics=answered + denied))

@@ -22,7 +22,6 @@ from protocol.records import TRANSACTIONAL_FLAG, CorruptRecordError
 from ..security.authorizer import AclOperation, ResourceType
 
 from ..log import InvalidRecordError, validate_batches
-from ..topics import LEADER_EPOCH
 from .replicas import led_elsewhere
 
 NAME = "Produce"
@@ -55,7 +54,7 @@ def _error(index: int, code: int, message: str | None = None,
                              record_errors=[], error_message=message)
 
 
-def check_partition(broker, topic, index: int, records, conn=None):
+def check_partition(broker, topic, index: int, records, conn=None, acks: int = 1):
     """Kafka's checks on one partition's records before any producer state is looked at: a
     PartitionResponse with the error, or (partition, batch)."""
     partition = topic.partitions[index] if topic and 0 <= index < len(topic.partitions) else None
@@ -64,8 +63,16 @@ def check_partition(broker, topic, index: int, records, conn=None):
     if topic.internal:
         return _error(index, ErrorCode.INVALID_TOPIC_EXCEPTION,
                       f"Cannot append to internal topic {topic.name}")
-    if conn is not None and led_elsewhere(broker, conn, topic.name, index):
+    if conn is not None and led_elsewhere(broker, conn, partition):
         return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    if acks == -1 and len(partition.isr) < len(partition.replicas):
+        # acks=all needs min.insync.replicas in sync (the ISR shrinks only while nodes are down)
+        min_isr = int(broker.topics.config_value(topic, "min.insync.replicas"))
+        if len(partition.isr) < min_isr:
+            return _error(index, ErrorCode.NOT_ENOUGH_REPLICAS,
+                          f"The size of the current ISR {set(partition.isr)} is insufficient to "
+                          f"satisfy the min.isr requirement of {min_isr} for partition "
+                          f"{topic.name}-{index}")
     if records is None or len(records) == 0:
         return _error(index, ErrorCode.INVALID_RECORD, "no record batches")
     try:
@@ -104,7 +111,7 @@ def append_checked(broker, topic, partition, records, batch, now: int,
     log = partition.log
     if batch.producer_id < 0:  # no producer state to check: straight to the log
         first_offset = log.append(records, log_append_time=append_time,
-                                  partition_leader_epoch=LEADER_EPOCH).first_offset
+                                  partition_leader_epoch=partition.leader_epoch).first_offset
         duplicate = None
     else:
         code, first_offset, duplicate = partition.append_batch(
@@ -126,8 +133,8 @@ def append_checked(broker, topic, partition, records, batch, now: int,
 
 
 def append_partition(broker, topic, index: int, records, now: int,
-                     conn=None) -> PartitionResponse:
-    checked = check_partition(broker, topic, index, records, conn)
+                     conn=None, acks: int = 1) -> PartitionResponse:
+    checked = check_partition(broker, topic, index, records, conn, acks)
     if type(checked) is PartitionResponse:
         return checked
     partition, batch = checked
@@ -189,7 +196,7 @@ def _handle(broker, ctx, request, respond) -> None:
                 parts.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
             else:
                 parts.append(append_partition(broker, topic, pd.index, pd.records, now,
-                                              ctx.conn))
+                                              ctx.conn, acks))
         responses.append(TopicResponse(name=td.name, partition_responses=parts))
     if acks == 0:
         respond(None)
@@ -290,7 +297,7 @@ class TransactionalProduce:
                 if acks not in (0, 1, -1):
                     self.answers[slot] = _error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS)
                     continue
-                result = check_partition(broker, topic, pd.index, pd.records, self.conn)
+                result = check_partition(broker, topic, pd.index, pd.records, self.conn, acks)
                 if type(result) is PartitionResponse:
                     self.answers[slot] = result
                     continue

@@ -1,19 +1,15 @@
 """Where each partition lives and who leads it, as the APIs that report or change placement see
 it (OffsetForLeaderEpoch, DescribeTopicPartitions, ElectLeaders, the reassignment APIs,
-AlterReplicaLogDirs, DescribeQuorum, ListConfigResources).
-
-One node holds everything today: it is the only registered broker, it leads every partition at
-leader epoch 0 (the epoch Kafka gives a new partition's first leader, and what Metadata and
-ListOffsets answer), alone in the replica set and the ISR, with nothing being reassigned, in the
-broker's one log directory. The handlers ask these functions instead of assuming so, so that
-several nodes need only new answers here."""
+AlterReplicaLogDirs, DescribeQuorum, ListConfigResources), read from each partition's placement
+(broker/topics.py Partition) that broker/cluster.py keeps as nodes go down and up. Nothing is
+ever being reassigned, and each node has one log directory."""
 from __future__ import annotations
 
 import os
 
-from .describe_log_dirs import IN_MEMORY
+from protocol.errors import ErrorCode
 
-from ..topics import LEADER_EPOCH  # noqa: F401 - the handlers ask this module
+from .describe_log_dirs import IN_MEMORY
 
 
 class Placement:
@@ -46,31 +42,53 @@ class Placement:
 
 
 def placement(broker, partition) -> Placement:
-    """Where a partition lives: its leader is the node ``broker.cluster`` gives it (this one
-    while a process serves a single node), alone in its replica set and ISR."""
-    node = broker.cluster.leader(partition.topic.name, partition.index)
-    return Placement(leader=node, leader_epoch=LEADER_EPOCH, replicas=[node], isr=[node])
+    """Where a partition lives: its replicas, ISR, leader and leader epoch; the replicas on
+    nodes that are down are offline."""
+    down = broker.cluster.down
+    return Placement(leader=partition.leader, leader_epoch=partition.leader_epoch,
+                     replicas=partition.replicas, isr=partition.isr,
+                     offline=[n for n in partition.replicas if n in down] if down else ())
 
 
-def led_elsewhere(broker, conn, topic: str, index: int) -> bool:
+def led_elsewhere(broker, conn, partition) -> bool:
     """The request came (on ``conn``) to a node that does not lead the partition: Kafka
     answers NOT_LEADER_OR_FOLLOWER for it (never while one node leads everything)."""
-    cluster = broker.cluster
-    if cluster.single or conn.node_id is None:  # None: in-process (the console)
+    if broker.cluster.single or conn.node_id is None:  # None: in-process (the console)
         return False
-    return cluster.leader(topic, index) != conn.node_id
+    return partition.leader != conn.node_id
+
+
+def leader_error(broker, conn, partition, current_leader_epoch: int = -1) -> int:
+    """Kafka's check of a request for a partition's leader that names the leader epoch it
+    expects (Fetch, ListOffsets, OffsetForLeaderEpoch): a node that holds no replica answers
+    NOT_LEADER_OR_FOLLOWER; one that does checks the epoch first (older: FENCED_LEADER_EPOCH,
+    newer: UNKNOWN_LEADER_EPOCH, -1: not checked), then that it leads."""
+    if current_leader_epoch != -1 and current_leader_epoch != partition.leader_epoch and (
+            conn is None or conn.node_id is None or conn.node_id in partition.replicas):
+        return (ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < partition.leader_epoch
+                else ErrorCode.UNKNOWN_LEADER_EPOCH)
+    if conn is not None and led_elsewhere(broker, conn, partition):
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return ErrorCode.NONE
 
 
 def nodes(broker, listener: str) -> list[tuple[int, str, int]]:
-    """(node id, host, port) of every node as clients of ``listener`` reach it."""
-    return [(node, *broker.advertised(listener, node)) for node in broker.cluster.node_ids]
+    """(node id, host, port) of every node that is up, as clients of ``listener`` reach it."""
+    return [(node, *broker.advertised(listener, node)) for node in broker.cluster.alive()]
+
+
+def controller_id(broker) -> int:
+    """The node Metadata and DescribeCluster name as controller: this process's first node
+    while it is up, else the first node that is."""
+    alive = broker.cluster.alive()
+    return alive[0] if alive else -1
 
 
 def elect_leader(broker, partition, unclean: bool) -> bool:
     """Make the preferred replica (unclean: any live replica, in sync or not) the partition's
-    leader at the next leader epoch; False when none may lead. Only asked when the partition
-    lacks that leader, which never happens while one node leads everything."""
-    return False
+    leader at the next leader epoch; False when none may lead."""
+    cluster = broker.cluster
+    return cluster.elect_unclean(partition) if unclean else cluster.elect_preferred(partition)
 
 
 def reassign(broker, partition, target: list[int] | None) -> None:
@@ -81,15 +99,30 @@ def reassign(broker, partition, target: list[int] | None) -> None:
 
 
 def broker_ids(broker) -> list[int]:
-    """The registered brokers' node ids, in order."""
-    return [broker.node_id]
+    """The registered brokers' node ids, in order (a node that is down stays registered)."""
+    return list(broker.cluster.node_ids)
 
 
 def leader_epochs(broker, partition) -> list[tuple[int, int]]:
-    """The partition's leader epoch cache: (epoch, start offset) in epoch order. One leader
-    since the partition was created: its epoch starts at the log start offset (Kafka moves the
-    first entry up with the log start, after DeleteRecords or retention)."""
-    return [(placement(broker, partition).leader_epoch, partition.log.log_start_offset)]
+    """The partition's leader epoch cache: (epoch, start offset) in epoch order, the entries
+    wholly below the log start offset dropped and the first moved up to it, as Kafka moves it
+    after DeleteRecords or retention."""
+    start = partition.log.log_start_offset
+    epochs = list(partition.epochs)
+    while len(epochs) > 1 and epochs[1][1] <= start:
+        epochs.pop(0)
+    return [(epochs[0][0], max(epochs[0][1], start))] + epochs[1:]
+
+
+def epoch_at(partition, offset: int) -> int:
+    """The leader epoch in which ``offset`` was (or will next be) appended: ListOffsets
+    answers it with the offset it found."""
+    epoch = partition.epochs[0][0]
+    for e, start in partition.epochs:
+        if start > offset:
+            break
+        epoch = e
+    return epoch
 
 
 def log_dirs(broker) -> list[str]:

@@ -212,16 +212,17 @@ class EmbeddedBroker:
         return answer.result(timeout=START_TIMEOUT_S)
 
     def create_topic(self, name: str | None = None, partitions: int = 1,
-                     config: dict | None = None) -> str:
+                     config: dict | None = None, replication_factor: int = -1) -> str:
         """Create a topic as CreateTopics does (same checks); returns its name (a unique one
-        when ``name`` is None)."""
+        when ``name`` is None). ``replication_factor`` -1: default.replication.factor."""
         from protocol.errors import ErrorCode
         from protocol.messages import CreateTopicsRequest
         name = name or f"topic-{uuid.uuid4().hex[:12]}"
         Topic = CreateTopicsRequest.CreatableTopic
         Config = CreateTopicsRequest.CreatableTopicConfig
         request = CreateTopicsRequest(topics=[Topic(
-            name=name, num_partitions=partitions, replication_factor=-1, assignments=[],
+            name=name, num_partitions=partitions, replication_factor=replication_factor,
+            assignments=[],
             configs=[Config(name=k, value=str(v)) for k, v in (config or {}).items()])],
             timeout_ms=30000)
         result = self._admin("CreateTopics", request, 7).topics[0]
@@ -229,6 +230,22 @@ class EmbeddedBroker:
             raise ValueError(f"cannot create topic {name!r}: "
                              f"{ErrorCode(result.error_code).name}: {result.error_message}")
         return name
+
+    # -- nodes (``nodes=N``)
+
+    def node_down(self, node: int) -> dict:
+        """Take a node down as if its broker died: its listeners and connections close, and
+        the partitions and coordinators it led move to other in-sync replicas at the next
+        leader epoch (as ``POST /nodes/<id>/down``)."""
+        return self.call(self.broker.node_down, node)
+
+    def node_up(self, node: int) -> dict:
+        """Bring a node back on its ports (as ``POST /nodes/<id>/up``)."""
+        return self.call(self.broker.node_up, node)
+
+    def nodes(self) -> list[dict]:
+        """Each node with its state (up or down) and how many partitions it leads."""
+        return self.call(self.broker.nodes_state)
 
     def delete_topic(self, name: str) -> None:
         from protocol.messages import DeleteTopicsRequest
