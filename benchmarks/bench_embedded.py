@@ -1,10 +1,11 @@
 """How long the test fixture takes: an EmbeddedBroker from construction to its first ApiVersions
 answer on a new connection, and its teardown (stop() until the thread has ended and the ports are
 closed), in a warm process (the kafka_broker fixture of a session after the first) and in a cold
-one (a new Python process: imports included, as the first fixture of a test session pays).
+one (a new Python process: imports included, as the first fixture of a test session pays), with
+one node and with three (``EmbeddedBroker(nodes=3)``: ready when every node has answered).
 
-    python benchmarks/bench_embedded.py                  # 30 warm runs, 5 cold
-    python benchmarks/bench_embedded.py --warm 100 --cold 10
+    python benchmarks/bench_embedded.py                  # 30 warm runs, 5 cold, 1 and 3 nodes
+    python benchmarks/bench_embedded.py --warm 100 --cold 10 --nodes 1 3 5
 
 Prints the median, 90th percentile and best of each and writes benchmarks/results/embedded.json.
 """
@@ -43,13 +44,14 @@ def quiet() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
 
-def one_run() -> tuple[float, float]:
-    """(start to first answer, teardown) in seconds."""
+def one_run(nodes: int = 1) -> tuple[float, float]:
+    """(start to first answer from every node, teardown) in seconds."""
     from broker.testing import EmbeddedBroker
     started = time.perf_counter()
-    kb = EmbeddedBroker()
+    kb = EmbeddedBroker(nodes=nodes)
     kb.start()
-    api_versions(kb.port)
+    for address in kb.bootstrap_servers.split(","):
+        api_versions(int(address.rsplit(":", 1)[1]))
     ready = time.perf_counter() - started
     started = time.perf_counter()
     kb.stop()
@@ -63,13 +65,13 @@ sys.path.insert(0, {root!r})
 sys.path.insert(0, {bench!r})
 import bench_embedded
 bench_embedded.quiet()
-ready, teardown = bench_embedded.one_run()
+ready, teardown = bench_embedded.one_run({nodes})
 print(time.perf_counter() - started - teardown, teardown)
 """
 
 
-def cold_run() -> tuple[float, float]:
-    code = COLD.format(root=str(ROOT), bench=str(ROOT / "benchmarks"))
+def cold_run(nodes: int = 1) -> tuple[float, float]:
+    code = COLD.format(root=str(ROOT), bench=str(ROOT / "benchmarks"), nodes=nodes)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=str(ROOT)).stdout.split()
     return float(out[0]), float(out[1])
@@ -86,26 +88,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warm", type=int, default=30)
     parser.add_argument("--cold", type=int, default=5)
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1, 3])
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "embedded.json"))
     args = parser.parse_args()
     quiet()
-    one_run()  # the warm runs come after the imports
-    warm = [one_run() for _ in range(args.warm)]
-    cold = [cold_run() for _ in range(args.cold)]
-    results = {
-        "warm": {"start_to_first_answer": summary([r for r, _ in warm]),
-                 "teardown": summary([t for _, t in warm])},
-        "cold": {"start_to_first_answer": summary([r for r, _ in cold]),
-                 "teardown": summary([t for _, t in cold])},
-        "nodes": 1,
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-    }
-    for kind in ("warm", "cold"):
-        for what in ("start_to_first_answer", "teardown"):
-            s = results[kind][what]
-            print(f"{kind:5} {what:22} median {s['median_ms']:8.2f} ms  p90 {s['p90_ms']:8.2f} ms"
-                  f"  best {s['best_ms']:8.2f} ms  ({s['runs']} runs)")
+    results = {"python": platform.python_version(), "cpus": os.cpu_count(), "by_nodes": {}}
+    for nodes in args.nodes:
+        one_run(nodes)  # the warm runs come after the imports
+        warm = [one_run(nodes) for _ in range(args.warm)]
+        cold = [cold_run(nodes) for _ in range(args.cold)]
+        results["by_nodes"][str(nodes)] = {
+            "warm": {"start_to_first_answer": summary([r for r, _ in warm]),
+                     "teardown": summary([t for _, t in warm])},
+            "cold": {"start_to_first_answer": summary([r for r, _ in cold]),
+                     "teardown": summary([t for _, t in cold])}}
+        for kind in ("warm", "cold"):
+            for what in ("start_to_first_answer", "teardown"):
+                s = results["by_nodes"][str(nodes)][kind][what]
+                print(f"nodes {nodes} {kind:5} {what:22} median {s['median_ms']:8.2f} ms  p90 "
+                      f"{s['p90_ms']:8.2f} ms  best {s['best_ms']:8.2f} ms  ({s['runs']} runs)")
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")

@@ -189,7 +189,9 @@ def topic_detail(broker, name: str) -> dict:
         partitions.append({"partition": partition.index, "start_offset": plog.log_start_offset,
                            "end_offset": plog.log_end_offset,
                            "last_stable_offset": plog.last_stable_offset,
-                           "size_bytes": plog.size_bytes, "leader": broker.node_id})
+                           "size_bytes": plog.size_bytes, "leader": partition.leader,
+                           "leader_epoch": partition.leader_epoch,
+                           "replicas": partition.replicas, "isr": partition.isr})
     configs = []
     for config_name, (default, _setting) in sorted(broker.topics.defaults.items()):
         value = topic.configs.get(config_name)
