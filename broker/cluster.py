@@ -88,6 +88,26 @@ class Cluster:
                 p.isr = [n for n in p.replicas if n in p.isr or n == node]
         return moved
 
+    def reassign(self, p, target: list[int]) -> None:
+        """A completed reassignment to ``target``: its live nodes in sync at once; the leader
+        stays if it is kept, else the first live target replica leads at the next epoch."""
+        p.replicas = list(target)
+        isr = [n for n in target if n not in self.down]
+        p.isr = isr or p.replicas[:1]
+        if p.leader not in isr:
+            _elect(p, isr[0] if isr else -1)
+
+    def move_leader(self, p) -> bool:
+        """Give the partition's leadership to the next in-sync replica after its leader (a
+        controlled move); False when no other replica is in sync."""
+        others = [n for n in p.isr if n != p.leader and n not in self.down]
+        if not others:
+            return False
+        after = p.replicas.index(p.leader) if p.leader in p.replicas else -1
+        ordered = p.replicas[after + 1:] + p.replicas[:after + 1]
+        _elect(p, next(n for n in ordered if n in others))
+        return True
+
     def elect_preferred(self, p) -> bool:
         """Make the first replica the leader again if it is in sync: ElectLeaders PREFERRED."""
         preferred = p.replicas[0]

@@ -23,7 +23,11 @@ Actions fire once, when added, on the coordinators' real state:
   then replays its partition of the internal topic, as after a coordinator moved to this node;
 * ``"expire_member"``: a member of ``match.group`` (``member_id``, or the first one) is removed as
   if its session had timed out;
-* ``"rebalance"``: ``match.group`` starts a rebalance now.
+* ``"rebalance"``: ``match.group`` starts a rebalance now;
+* ``"move_leader"`` (several nodes): the leadership of ``match.topic``/``match.partition``, or of
+  the internal partition coordinating ``match.group`` or ``match.transactional_id``, moves to the
+  next in-sync replica at the next leader epoch: the old node answers NOT_LEADER_OR_FOLLOWER or
+  NOT_COORDINATOR and FindCoordinator names the new one, as after a leader election on Kafka.
 
 Where an error goes is derived from the response's schema (broker/apis/error_placement.py): a
 fault that names a topic or partition puts its error on those entries only, and the rest of the
@@ -48,7 +52,7 @@ from ..topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 log = structlog.get_logger("broker.faults")
 
-ACTIONS = ("coordinator_load", "expire_member", "rebalance")
+ACTIONS = ("coordinator_load", "expire_member", "rebalance", "move_leader")
 MATCH_KEYS = ("client_id", "group", "transactional_id", "topic", "partition", "node")
 FIELDS = ("api", "error", "count", "after", "duration_ms", "delay_ms", "action", "match",
           "member_id")
@@ -124,6 +128,11 @@ class Fault:
                 raise FaultError("coordinator_load needs duration_ms (how long it loads)")
             if self.action in ("expire_member", "rebalance") and "group" not in match:
                 raise FaultError(f"{self.action} needs match.group")
+            if self.action == "move_leader" and not (
+                    ("topic" in match and "partition" in match) or "group" in match
+                    or "transactional_id" in match):
+                raise FaultError("move_leader needs match.topic and match.partition, "
+                                 "match.group or match.transactional_id")
         self.fired = 0
         self.seen = 0
         self.added_ms = now_ms
@@ -304,6 +313,8 @@ class Faults:
     def _act(self, fault: Fault) -> dict:
         if fault.action == "coordinator_load":
             return self._coordinator_load(fault)
+        if fault.action == "move_leader":
+            return self._move_leader(fault)
         group_id = fault.match["group"]
         coordinator = self.broker.coordinator
         shard = coordinator.shard_for(group_id)
@@ -332,6 +343,27 @@ class Faults:
         else:
             shard.classic.expire_member(group, member, f"fault {fault.id}")
         return {"group": group_id, "member_id": member_id}
+
+    def _move_leader(self, fault: Fault) -> dict:
+        broker = self.broker
+        match = fault.match
+        if "group" in match:
+            topic, index = OFFSETS_TOPIC, broker.coordinator.partition_for(match["group"])
+        elif "transactional_id" in match:
+            topic = TRANSACTION_STATE_TOPIC
+            index = broker.transactions.partition_for(match["transactional_id"])
+        else:
+            topic, index = match["topic"], match["partition"]
+        partition = broker.topics.partition(topic, index)
+        if partition is None:
+            raise FaultError(f"no partition {topic}-{index}")
+        before = partition.leader
+        if not broker.cluster.move_leader(partition):
+            raise FaultError(f"{topic}-{index} has no other in-sync replica to lead it "
+                             f"(replicas {partition.replicas}, ISR {partition.isr})")
+        broker.topics.save()
+        return {"topic": topic, "partition": index, "from": before, "to": partition.leader,
+                "leader_epoch": partition.leader_epoch}
 
     def _coordinator_load(self, fault: Fault) -> dict:
         broker = self.broker

@@ -430,3 +430,86 @@ def test_java_consumer_group_carries_on_when_its_coordinator_node_goes_down(kb):
     finally:
         host.close_all()
         producer.close()
+
+
+# -- leaders moved on purpose
+
+
+def test_a_reassignment_completes_at_once_and_moves_the_leader_off_a_removed_replica(kb):
+    nodes = ports(kb)
+    topic = unique("reassign")
+    assert create_topic(nodes[1], topic, assignments=[[1, 2]]).error_code == E.NONE
+    A = m.AlterPartitionReassignmentsRequest
+    answer = call(nodes[1], A(timeout_ms=5000, topics=[A.ReassignableTopic(
+        name=topic, partitions=[A.ReassignablePartition(partition_index=0,
+                                                        replicas=[3, 2])])]), 0)
+    assert answer.responses[0].partitions[0].error_code == E.NONE
+    p = partitions(kb, topic)[0]
+    assert (p.replica_nodes, sorted(p.isr_nodes), p.leader_id, p.leader_epoch) == \
+        ([3, 2], [2, 3], 3, 1)
+    listed = call(nodes[1], m.ListPartitionReassignmentsRequest(timeout_ms=5000, topics=None), 0)
+    assert listed.topics == []
+
+
+def test_move_leader_fault_moves_a_partition_and_a_coordinator(kb):
+    nodes = ports(kb)
+    topic = unique("moved")
+    assert create_topic(nodes[1], topic, 1, 3).error_code == E.NONE
+    before = partitions(kb, topic)[0]
+    fault = kb.faults.add(action="move_leader", match={"topic": topic, "partition": 0})
+    after = partitions(kb, topic)[0]
+    assert after.leader_id != before.leader_id and after.leader_epoch == before.leader_epoch + 1
+    assert fault.result == {"topic": topic, "partition": 0, "from": before.leader_id,
+                            "to": after.leader_id, "leader_epoch": after.leader_epoch}
+    assert produce(nodes[before.leader_id], topic, 0).error_code == E.NOT_LEADER_OR_FOLLOWER
+    assert produce(nodes[after.leader_id], topic, 0).error_code == E.NONE
+
+    group = unique("moved-g")
+    old = coordinator_of(kb, group)
+    kb.faults.add(action="move_leader", match={"group": group})
+    new = coordinator_of(kb, group)
+    assert new != old
+    beat = m.HeartbeatRequest(group_id=group, generation_id=1, member_id="m")
+    assert call(nodes[old], beat, 4).error_code == E.NOT_COORDINATOR
+    found = call(nodes[old], m.FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), 4)
+    assert found.coordinators[0].node_id == new
+
+
+def test_kafka_python_group_follows_its_coordinator_when_it_moves(kb):
+    from kafka import KafkaConsumer, KafkaProducer
+    topic, group = unique("kp-moved"), unique("kp-moved-g")
+    assert create_topic(ports(kb)[1], topic, 3, 3).error_code == E.NONE
+    producer = KafkaProducer(bootstrap_servers=kb.bootstrap_servers)
+    consumer = KafkaConsumer(topic, bootstrap_servers=kb.bootstrap_servers, group_id=group,
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    got = []
+
+    def poll_until(n: int) -> None:
+        deadline = time.monotonic() + 30
+        while len(got) < n and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200).values():
+                got.extend(r.value.decode() for r in records)
+
+    try:
+        for i in range(10):
+            producer.send(topic, f"a{i}".encode(), partition=i % 3)
+        producer.flush(20)
+        poll_until(10)
+        consumer.commit()
+        old = coordinator_of(kb, group)
+        kb.faults.add(action="move_leader", match={"group": group})
+        for i in range(10):
+            producer.send(topic, f"b{i}".encode(), partition=i % 3)
+        producer.flush(20)
+        poll_until(20)
+        consumer.commit()  # found the new coordinator
+        committed = call(ports(kb)[coordinator_of(kb, group)], m.OffsetFetchRequest(
+            groups=[m.OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=None)],
+            require_stable=False), 8).groups[0]
+    finally:
+        consumer.close()
+        producer.close()
+    assert coordinator_of(kb, group) != old
+    assert sorted(got) == sorted([f"a{i}" for i in range(10)] + [f"b{i}" for i in range(10)])
+    assert committed.error_code == E.NONE
+    assert sum(p.committed_offset for t in committed.topics for p in t.partitions) == 20
