@@ -88,8 +88,13 @@ class Broker:
         if self.topics.get(TRANSACTION_STATE_TOPIC) is None:
             self.topics.create(TRANSACTION_STATE_TOPIC,
                                self.config["transaction.state.log.num.partitions"],
-                               dict(TRANSACTION_STATE_CONFIGS, **{"segment.bytes": str(
-                                   self.config["transaction.state.log.segment.bytes"])}),
+                               dict(TRANSACTION_STATE_CONFIGS, **{
+                                   "segment.bytes": str(
+                                       self.config["transaction.state.log.segment.bytes"]),
+                                   "min.insync.replicas": str(min(
+                                       self.config["transaction.state.log.min.isr"],
+                                       self._internal_replicas(
+                                           "transaction.state.log.replication.factor")))}),
                                internal=True, replication_factor=self._internal_replicas(
                                    "transaction.state.log.replication.factor"))
         self.producer_ids.at_least(self._max_producer_id() + 1)

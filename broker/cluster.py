@@ -9,8 +9,9 @@ leads. One node: it is every partition's only replica, as before.
 
 Every node serves the same logs in this process, so a replica is always caught up: the in-sync
 replicas are the replicas that are up. When a node goes down, each partition it led moves to
-the next in-sync replica at the next leader epoch (none left: no leader, as Kafka's controller
-leaves a partition whose last in-sync replica died), and it leaves every ISR. When it comes back
+the next in-sync replica at the next leader epoch (none left: no leader and an empty ISR, as
+Kafka 4.3's controller leaves a partition whose last in-sync replica stopped), and it leaves
+every ISR. When it comes back
 it rejoins the ISRs and leads again the partitions left without a leader; the others keep their
 leader until a preferred election (ElectLeaders), as Kafka keeps them until its leader
 rebalance.
@@ -53,7 +54,7 @@ class Cluster:
         if not self.down:
             return
         isr = [n for n in partition.replicas if n not in self.down]
-        partition.isr = isr or partition.replicas[:1]
+        partition.isr = isr
         partition.leader = isr[0] if isr else -1
 
     def node_down(self, node: int, partitions) -> int:
@@ -68,8 +69,8 @@ class Cluster:
             if p.leader == node:
                 _elect(p, isr[0] if isr else -1)
                 moved += 1
-            # Kafka keeps the last in-sync replica in the ISR of a partition it cannot lead
-            p.isr = isr or p.isr
+            # with no replica left the ISR is empty (Kafka 4.3's eligible leader replicas)
+            p.isr = isr
         return moved
 
     def node_up(self, node: int, partitions) -> int:
@@ -93,7 +94,7 @@ class Cluster:
         stays if it is kept, else the first live target replica leads at the next epoch."""
         p.replicas = list(target)
         isr = [n for n in target if n not in self.down]
-        p.isr = isr or p.replicas[:1]
+        p.isr = isr
         if p.leader not in isr:
             _elect(p, isr[0] if isr else -1)
 

@@ -227,6 +227,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "the default)."),
     Setting("transaction.state.log.replication.factor", int, 3,
             "Replicas of each __transaction_state partition, at most the nodes served."),
+    Setting("transaction.state.log.min.isr", int, 2,
+            "min.insync.replicas of __transaction_state when it is created, at most its "
+            "replication factor."),
     Setting("offsets.topic.segment.bytes", int, 262144,
             "segment.bytes of __consumer_offsets when it is created (Kafka: 100 MiB): the log "
             "cleaner never touches the active segment, so this bounds what a restart replays "

@@ -47,7 +47,7 @@ def test_the_last_replica_going_down_leaves_no_leader_until_it_returns():
     cluster = Cluster(1, 3)
     p = partition(cluster, [2], end=4)
     assert cluster.node_down(2, [p]) == 1
-    assert (p.leader, p.leader_epoch, p.isr) == (-1, 1, [2])
+    assert (p.leader, p.leader_epoch, p.isr) == (-1, 1, [])
     assert p.epochs == ((0, 0),)  # no leader, no epoch start recorded
     assert cluster.node_up(2, [p]) == 1
     assert (p.leader, p.leader_epoch) == (2, 2)
@@ -70,3 +70,5 @@ def test_a_partition_made_while_a_node_is_down_avoids_it():
         assert 2 not in cluster.replicas("t", i, 2)
     p = partition(cluster, [2, 3])  # an explicit assignment naming the down node
     assert (p.leader, p.isr) == (3, [3])
+    q = partition(cluster, [2])
+    assert (q.leader, q.isr) == (-1, [])

@@ -104,16 +104,28 @@ def new_cluster_id() -> str:
 
 
 class KafkaServer:
-    """One real Kafka broker+controller process with its own temporary directory."""
+    """One real Kafka process with its own temporary directory: broker and controller, or
+    (``controller`` given) a broker that joins that node's controller quorum, for a cluster of
+    several nodes (``KafkaCluster``)."""
 
     def __init__(self, overrides: dict | None = None, version: str = KAFKA_VERSION,
-                 heap: str = "512m") -> None:
+                 heap: str = "512m", node_id: int = 1, controller: "KafkaServer | None" = None,
+                 cluster_id: str | None = None, wait_for_coordinator: bool = True) -> None:
         self.version = version
+        #: a lone node waits for its group coordinator at start; a cluster's first node cannot
+        #: create __consumer_offsets (replicated on every node) until the others have joined
+        self.wait_for_coordinator = wait_for_coordinator and controller is None
         self.heap = heap
+        self.node_id = node_id
+        self.controller = controller
+        self.cluster_id = cluster_id or new_cluster_id()
         self.port = free_port()
-        self.controller_port = free_port()
-        while self.controller_port == self.port:
+        if controller is None:
             self.controller_port = free_port()
+            while self.controller_port == self.port:
+                self.controller_port = free_port()
+        else:
+            self.controller_port = controller.controller_port
         self.overrides = dict(overrides or {})
         self.workdir: str | None = None
         self.proc: subprocess.Popen | None = None
@@ -125,12 +137,18 @@ class KafkaServer:
         return f"127.0.0.1:{self.port}"
 
     def properties(self, log_dir: str) -> dict:
+        if self.controller is None:
+            roles = "broker,controller"
+            listeners = (f"PLAINTEXT://127.0.0.1:{self.port},"
+                         f"CONTROLLER://127.0.0.1:{self.controller_port}")
+        else:
+            roles, listeners = "broker", f"PLAINTEXT://127.0.0.1:{self.port}"
         props = {
-            "process.roles": "broker,controller",
-            "node.id": "1",
+            "process.roles": roles,
+            "node.id": str(self.node_id),
             "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "listeners": listeners,
+            "advertised.listeners": listeners,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
@@ -179,14 +197,18 @@ class KafkaServer:
                 f.write(f"{key}={value}\n")
         self.log_path = os.path.join(self.workdir, "kafka.log")
 
+        quorum = ("--standalone",) if self.controller is None else ()
         fmt = subprocess.run(
             self._java("kafka.tools.StorageTool", "format", "--config", config,
-                       f"--cluster-id={new_cluster_id()}", "--standalone", heap="256m"),
+                       f"--cluster-id={self.cluster_id}", *quorum, heap="256m"),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
         if fmt.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed ({fmt.returncode}):\n{fmt.stdout}")
+        self._launch(timeout, wait_for_coordinator=self.wait_for_coordinator)
 
-        self.log_file = open(self.log_path, "w")
+    def _launch(self, timeout: float, wait_for_coordinator: bool = True) -> None:
+        config = os.path.join(self.workdir, "server.properties")
+        self.log_file = open(self.log_path, "a")
         self.proc = subprocess.Popen(self._java("kafka.Kafka", config, heap=self.heap),
                                      cwd=self.workdir, stdout=self.log_file,
                                      stderr=subprocess.STDOUT, start_new_session=True)
@@ -198,6 +220,8 @@ class KafkaServer:
                 raise RuntimeError(f"Kafka did not answer ApiVersions within {timeout}s:\n"
                                    f"{self.logs()[-6000:]}")
             time.sleep(0.2)
+        if not wait_for_coordinator:
+            return
         try:
             wait_for_group_coordinator(self.port, deadline)
         except Exception as e:
@@ -210,7 +234,8 @@ class KafkaServer:
         with open(self.log_path, errors="replace") as f:
             return f.read()
 
-    def stop(self, timeout: float = 30.0) -> None:
+    def halt(self, timeout: float = 30.0) -> None:
+        """Stop the process (SIGTERM: a controlled shutdown) and keep its data for restart()."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -220,8 +245,50 @@ class KafkaServer:
                 self.proc.wait()
         if getattr(self, "log_file", None):
             self.log_file.close()
+            self.log_file = None
+
+    def restart(self, timeout: float = 90.0) -> None:
+        """Start a halted node again on its data and ports."""
+        self._launch(timeout, wait_for_coordinator=False)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self.halt(timeout)
         if self.workdir and not os.environ.get("KBROKER_KEEP_KAFKA_DIR"):
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class KafkaCluster:
+    """``size`` Kafka nodes in one cluster: node 1 is broker and the (single) controller, the
+    others brokers only, each its own process."""
+
+    def __init__(self, size: int = 3, overrides: dict | None = None, heap: str = "384m") -> None:
+        overrides = dict(overrides or {})
+        self.nodes = [KafkaServer(overrides, heap=heap, wait_for_coordinator=False)]
+        first = self.nodes[0]
+        for node_id in range(2, size + 1):
+            self.nodes.append(KafkaServer(overrides, heap=heap, node_id=node_id,
+                                          controller=first, cluster_id=first.cluster_id))
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes)
+
+    def node(self, node_id: int) -> KafkaServer:
+        return self.nodes[node_id - 1]
+
+    def start(self, timeout: float = 120.0) -> None:
+        try:
+            for node in self.nodes:
+                node.start(timeout)
+            deadline = time.monotonic() + timeout
+            wait_for_group_coordinator(self.nodes[0].port, deadline)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for node in reversed(self.nodes):
+            node.stop()
 
 
 def java_string_hashcode(s: str) -> int:
@@ -263,8 +330,18 @@ def wait_for_group_coordinator(port: int, deadline: float, partitions: int = 50)
             found = client.call(FindCoordinatorRequest(key_type=0, coordinator_keys=groups), 4)
             last = [c.error_code for c in found.coordinators]
             if all(code == ErrorCode.NONE for code in last):
-                described = client.call(DescribeGroupsRequest(groups=groups), 5)
-                last = [g.error_code for g in described.groups]
+                # each group asked of its coordinator (several nodes: not always this one)
+                by_port: dict[int, list[str]] = {}
+                for c in found.coordinators:
+                    by_port.setdefault(c.port, []).append(c.key)
+                last = []
+                for coordinator_port, keys in by_port.items():
+                    other = RawClient(coordinator_port, client_id="conformance-warmup")
+                    try:
+                        described = other.call(DescribeGroupsRequest(groups=keys), 5)
+                    finally:
+                        other.close()
+                    last += [g.error_code for g in described.groups]
                 if all(code == ErrorCode.NONE for code in last):
                     return
         except (OSError, ConnectionError):

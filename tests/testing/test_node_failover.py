@@ -211,13 +211,14 @@ def test_a_node_down_moves_its_leaders_at_the_next_epoch_and_comes_back(kb):
     assert led_by_2 and single_on_2
     for i in led_by_2:
         assert produce(nodes[2], replicated, i).error_code == E.NONE
-    held = socket.create_connection(("127.0.0.1", nodes[2]))
+    held = RawClient(nodes[2])
+    held.call(m.ApiVersionsRequest(), 0)  # accepted and answered: a connection of node 2
 
     result = kb.node_down(2)
     assert result["leaders_moved"] >= len(led_by_2) and result["connections_closed"] >= 1
-    held.settimeout(5)
+    held.sock.settimeout(5)
     try:
-        assert held.recv(1) == b""  # the node closed its connections
+        assert held.sock.recv(1) == b""  # the node closed its connections
     except ConnectionResetError:
         pass  # or reset them
     held.close()

@@ -1,0 +1,222 @@
+"""Three nodes, one going down and coming back, on Apache Kafka 4.3.1 (three processes: a
+broker+controller and two brokers, tests/conformance/kafka_server.py KafkaCluster) and on kbroker
+(``EmbeddedBroker(nodes=3)``), in the same run and with the same replica assignments.
+
+Kafka's node 2 stops with SIGTERM (a controlled shutdown) and starts again on its data; kbroker's
+with ``node_down(2)``/``node_up(2)``. After each step both clusters are asked the same questions
+and must answer the same: every partition's leader, leader epoch, ISR, offline replicas and
+error in Metadata; what Produce with acks=all answers on each partition's leader; what a Fetch
+naming the old leader epoch gets; where OffsetForLeaderEpoch ends the old epoch; whether every
+group still finds a live coordinator.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import protocol.messages as m
+from broker.testing import EmbeddedBroker
+from protocol.errors import ErrorCode as E
+from protocol.records import SimpleRecord, build_batch
+from tests.support import RawClient, unique
+
+from .kafka_server import KafkaCluster
+
+SETTINGS = {"offsets.topic.replication.factor": "3",
+            "transaction.state.log.replication.factor": "3",
+            "transaction.state.log.min.isr": "1", "group.initial.rebalance.delay.ms": "0"}
+RF3 = [[1, 2, 3], [2, 3, 1], [3, 1, 2], [1, 3, 2], [2, 1, 3], [3, 2, 1]]
+RF1 = [[1], [2], [3]]
+SETTLE_S = 60
+
+
+class KafkaNodes:
+    name = "kafka"
+
+    def __init__(self, cluster: KafkaCluster) -> None:
+        self.cluster = cluster
+        self.ports = {n.node_id: n.port for n in cluster.nodes}
+
+    def down(self, node: int) -> None:
+        self.cluster.node(node).halt()
+
+    def up(self, node: int) -> None:
+        self.cluster.node(node).restart()
+
+
+class KbrokerNodes:
+    name = "kbroker"
+
+    def __init__(self, kb: EmbeddedBroker) -> None:
+        self.kb = kb
+        bound = kb.call(lambda: dict(kb.broker.server.node_bound))
+        self.ports = {node: port for (_listener, node), (_host, port) in bound.items()}
+
+    def down(self, node: int) -> None:
+        self.kb.node_down(node)
+
+    def up(self, node: int) -> None:
+        self.kb.node_up(node)
+
+
+@pytest.fixture(scope="module")
+def clusters():
+    kafka = KafkaCluster(3, SETTINGS)
+    kafka.start()
+    try:
+        with EmbeddedBroker(nodes=3, **SETTINGS) as kb:
+            yield [KafkaNodes(kafka), KbrokerNodes(kb)]
+    finally:
+        kafka.stop()
+
+
+def call(port: int, request, version: int):
+    client = RawClient(port)
+    try:
+        return client.call(request, version)
+    finally:
+        client.close()
+
+
+def metadata(target, node: int, topics: list[str]):
+    return call(target.ports[node], m.MetadataRequest(topics=[
+        m.MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+        allow_auto_topic_creation=False), 12)
+
+
+def state(target, node: int, topics: list[str]) -> dict:
+    """What Metadata says, by (topic, partition), and the live brokers."""
+    answer = metadata(target, node, topics)
+    out = {"brokers": sorted(b.node_id for b in answer.brokers)}
+    for t in answer.topics:
+        for p in t.partitions:
+            out[(t.name, p.partition_index)] = {
+                "error": E(p.error_code).name, "leader": p.leader_id, "epoch": p.leader_epoch,
+                "replicas": list(p.replica_nodes), "isr": sorted(p.isr_nodes),
+                "offline": sorted(p.offline_replicas)}
+    return out
+
+
+def settled(target, node: int, topics: list[str], done) -> dict:
+    """The state once ``done(state)`` holds (Kafka's controller and followers take a moment)."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        try:
+            current = state(target, node, topics)
+            if done(current):
+                return current
+        except OSError:
+            current = None
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{target.name} did not settle: {current}")
+        time.sleep(0.2)
+
+
+def create(target, name: str, assignments: list[list[int]]) -> None:
+    C = m.CreateTopicsRequest
+    answer = call(target.ports[1], C(topics=[C.CreatableTopic(
+        name=name, num_partitions=-1, replication_factor=-1, configs=[],
+        assignments=[C.CreatableReplicaAssignment(partition_index=i, broker_ids=b)
+                     for i, b in enumerate(assignments)])], timeout_ms=10000,
+        validate_only=False), 7)
+    assert answer.topics[0].error_code == E.NONE, answer
+
+
+def produce(port: int, topic: str, partition: int) -> int:
+    P = m.ProduceRequest
+    answer = call(port, P(acks=-1, timeout_ms=10000, topic_data=[P.TopicProduceData(
+        name=topic, partition_data=[P.PartitionProduceData(index=partition, records=build_batch(
+            [SimpleRecord(key=None, value=b"x", timestamp=1)]))])]), 9)
+    return answer.responses[0].partition_responses[0].error_code
+
+
+def fetch_error(port: int, topic: str, partition: int, epoch: int) -> str:
+    F = m.FetchRequest
+    answer = call(port, F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                          isolation_level=0, topics=[F.FetchTopic(topic=topic, partitions=[
+                              F.FetchPartition(partition=partition, current_leader_epoch=epoch,
+                                               fetch_offset=0, log_start_offset=-1,
+                                               partition_max_bytes=1 << 20)])]), 12)
+    return E(answer.responses[0].partitions[0].error_code).name
+
+
+def epoch_end(port: int, topic: str, partition: int, current: int, epoch: int) -> tuple:
+    O = m.OffsetForLeaderEpochRequest
+    answer = call(port, O(replica_id=-1, topics=[O.OffsetForLeaderTopic(
+        topic=topic, partitions=[O.OffsetForLeaderPartition(
+            partition=partition, current_leader_epoch=current, leader_epoch=epoch)])]), 4)
+    p = answer.topics[0].partitions[0]
+    return E(p.error_code).name, p.leader_epoch, p.end_offset
+
+
+def run(target, rf3: str, rf1: str) -> dict:
+    """The whole scenario on one cluster; every answer in one dict."""
+    topics = [rf3, rf1]
+    out = {}
+    create(target, rf3, RF3)
+    create(target, rf1, RF1)
+    full = settled(target, 1, topics, lambda s: all(
+        v["leader"] != -1 and len(v["isr"]) == len(v["replicas"])
+        for k, v in s.items() if k != "brokers"))
+    out["created"] = full
+    for (topic, index), where in ((k, v) for k, v in full.items() if k != "brokers"):
+        assert produce(target.ports[where["leader"]], topic, index) == E.NONE
+
+    target.down(2)
+    gone = settled(target, 1, topics, lambda s: s["brokers"] == [1, 3] and all(
+        v["leader"] != 2 and 2 not in v["isr"] or v["replicas"] == [2]
+        for k, v in s.items() if k != "brokers"))
+    out["node 2 down"] = gone
+    out["produce while down"] = {
+        f"{topic}-{index}": E(produce(target.ports[v["leader"] if v["leader"] != -1 else 1],
+                                      topic, index)).name
+        for (topic, index), v in ((k, v) for k, v in gone.items() if k != "brokers")}
+    moved = [k for k, v in full.items() if k != "brokers" and k[0] == rf3 and v["leader"] == 2]
+    topic, index = moved[0]
+    leader = gone[(topic, index)]["leader"]
+    out["fetch at the old epoch"] = fetch_error(target.ports[leader], topic, index,
+                                                full[(topic, index)]["epoch"])
+    out["end of the old epoch"] = epoch_end(target.ports[leader], topic, index,
+                                            gone[(topic, index)]["epoch"],
+                                            full[(topic, index)]["epoch"])
+    groups = [unique("failover-g") for _ in range(20)]
+    found = call(target.ports[1], m.FindCoordinatorRequest(key_type=0,
+                                                           coordinator_keys=groups), 4)
+    out["coordinators on live nodes"] = all(
+        c.error_code == E.NONE and c.node_id in (1, 3) for c in found.coordinators)
+
+    target.up(2)
+    back = settled(target, 1, topics, lambda s: s["brokers"] == [1, 2, 3] and all(
+        v["leader"] != -1 and len(v["isr"]) == len(v["replicas"])
+        for k, v in s.items() if k != "brokers"))
+    out["node 2 back"] = back
+    return out
+
+
+def normalized(result: dict, rf3: str, rf1: str) -> dict:
+    """Topic names replaced by their roles, so two runs compare."""
+    names = {rf3: "rf3", rf1: "rf1"}
+
+    def fix(value):
+        if isinstance(value, dict):
+            return {(names.get(k[0], k[0]), k[1]) if isinstance(k, tuple) else
+                    _rename(k, names): fix(v) for k, v in value.items()}
+        return value
+    return fix(result)
+
+
+def _rename(key: str, names: dict) -> str:
+    for name, role in names.items():
+        key = key.replace(name, role)
+    return key
+
+
+def test_a_node_going_down_and_back_answers_as_kafka(clusters):
+    results = {}
+    for target in clusters:
+        rf3, rf1 = unique("failover-rf3"), unique("failover-rf1")
+        results[target.name] = normalized(run(target, rf3, rf1), rf3, rf1)
+    kafka, ours = results["kafka"], results["kbroker"]
+    for step in kafka:
+        assert ours[step] == kafka[step], f"{step}:\n kafka   {kafka[step]}\n kbroker {ours[step]}"
