@@ -253,3 +253,25 @@ def subscribe_with_metadata(consumer, topics: list[str], timeout: float = 30.0, 
     consumer.subscribe(topics, **kwargs)
     wait_until(lambda: set(topics) <= consumer.topics(), timeout,
                message=f"metadata of {topics}")
+
+
+def confluent_read(bootstrap: str, topic: str, count: int, timeout: float = 30.0,
+                   group: str | None = None) -> list[str]:
+    """Up to ``count`` values of ``topic`` (decoded), read from the start by a confluent-kafka
+    consumer in a new group (or ``group``, whose offsets it commits)."""
+    from confluent_kafka import Consumer
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group or unique("read"),
+                         "auto.offset.reset": "earliest"})
+    got: list[str] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + timeout
+        while len(got) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value().decode())
+        if group is not None:
+            consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return got

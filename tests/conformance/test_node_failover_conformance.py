@@ -19,7 +19,7 @@ import protocol.messages as m
 from broker.testing import EmbeddedBroker
 from protocol.errors import ErrorCode as E
 from protocol.records import SimpleRecord, build_batch
-from tests.support import RawClient, unique
+from tests.support import RawClient, confluent_read, unique
 
 from .kafka_server import KafkaCluster
 
@@ -232,7 +232,7 @@ def produce_across_a_node_down(target) -> dict:
     """An idempotent confluent-kafka producer (acks=all) writes 300 records to a replicated
     topic while node 2 goes down and comes back; what it delivered, read back by a consumer,
     and how long the whole took."""
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import Producer
     topic = unique("failover-ck")
     create(target, topic, RF3)
     bootstrap = f"127.0.0.1:{target.ports[1]}"
@@ -252,18 +252,7 @@ def produce_across_a_node_down(target) -> dict:
             target.up(2)
     left = producer.flush(60)
     took = time.monotonic() - started
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("failover-read"),
-                         "auto.offset.reset": "earliest"})
-    got = []
-    try:
-        consumer.subscribe([topic])
-        deadline = time.monotonic() + 40
-        while len(got) < 300 and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value().decode())
-    finally:
-        consumer.close()
+    got = confluent_read(bootstrap, topic, 300, timeout=40)
     return {"undelivered": left, "errors": [str(e) for e in errors],
             "delivered": len(delivered), "read_back_once": sorted(got) == sorted(
                 f"r{i}" for i in range(300)), "seconds": round(took, 2)}

@@ -19,7 +19,7 @@ from broker.coordinator.hashing import partition_for
 from broker.testing import EmbeddedBroker
 from protocol.errors import ErrorCode as E
 from protocol.records import SimpleRecord, build_batch
-from tests.support import RawClient, unique
+from tests.support import RawClient, confluent_read, unique
 
 
 @pytest.fixture
@@ -323,7 +323,7 @@ def post_moved(listed: list[dict], node: int) -> int:
 
 
 def test_idempotent_confluent_producer_delivers_every_record_once_across_a_node_down(kb):
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import Producer
     nodes = ports(kb)
     topic = unique("ck-failover")
     assert create_topic(nodes[1], topic, 6, 3).error_code == E.NONE
@@ -347,18 +347,7 @@ def test_idempotent_confluent_producer_delivers_every_record_once_across_a_node_
         time.sleep(0.002)
     assert producer.flush(30) == 0
     assert errors == [] and len(delivered) == 300
-    consumer = Consumer({"bootstrap.servers": kb.bootstrap_servers, "group.id": unique("g"),
-                         "auto.offset.reset": "earliest"})
-    got = []
-    try:
-        consumer.subscribe([topic])
-        deadline = time.monotonic() + 30
-        while len(got) < 300 and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value().decode())
-    finally:
-        consumer.close()
+    got = confluent_read(kb.bootstrap_servers, topic, 300)
     assert sorted(got) == sorted(f"r{i}" for i in range(300))  # each once, none lost
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 
 import pytest
 
@@ -16,7 +15,7 @@ import protocol.messages as m
 from broker.testing import EmbeddedBroker
 from protocol.errors import ErrorCode as E
 from protocol.records import SimpleRecord, build_batch
-from tests.support import BrokerProcess, RawClient, unique
+from tests.support import BrokerProcess, RawClient, confluent_read, unique
 
 
 
@@ -141,25 +140,13 @@ def _records(n: int) -> list[str]:
 
 
 def test_confluent_kafka_produces_and_consumes_across_the_nodes(cluster):
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import Producer
     topic, group = unique("nodes-ck"), unique("g")
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
     for i, value in enumerate(_records(60)):
         producer.produce(topic, value.encode(), partition=i % 6)
     assert producer.flush(20) == 0
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
-                         "auto.offset.reset": "earliest"})
-    got = []
-    try:
-        consumer.subscribe([topic])
-        deadline = time.monotonic() + 30
-        while len(got) < 60 and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value().decode())
-        consumer.commit(asynchronous=False)
-    finally:
-        consumer.close()
+    got = confluent_read(cluster.bootstrap_servers, topic, 60, group=group)
     assert sorted(got) == sorted(_records(60))
 
 
