@@ -266,3 +266,89 @@ def test_an_idempotent_producer_across_a_node_down_delivers_everything_once_on_b
         assert outcome["delivered"] == 300 and outcome["read_back_once"], (name, outcome)
     # kbroker moves leaders at once; Kafka's controlled shutdown takes a moment: never slower
     assert outcomes["kbroker"]["seconds"] <= outcomes["kafka"]["seconds"] + 1.0, outcomes
+
+
+def preferred_leaders(target, topic: str = "__consumer_offsets", partitions: int = 50) -> None:
+    """Lead each partition of ``topic`` by its first replica again (ElectLeaders PREFERRED,
+    repeated until the returning node is back in sync): after a node came back, Kafka moves
+    leadership back only at its leader-imbalance check, minutes later."""
+    EL = m.ElectLeadersRequest
+    request = EL(election_type=0, timeout_ms=10000, topic_partitions=[
+        EL.TopicPartitions(topic=topic, partitions=list(range(partitions)))])
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        answer = call(target.ports[1], request, 2)
+        codes = {p.error_code for t in answer.replica_election_results
+                 for p in t.partition_result}
+        if codes <= {E.NONE, E.ELECTION_NOT_NEEDED}:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{target.name}: preferred election left {codes}")
+        time.sleep(0.5)
+
+
+def group_coordinated_by(target, node: int, prefix: str) -> str:
+    """A new group id whose coordinator is ``node`` on ``target``."""
+    for _ in range(500):
+        groups = [unique(prefix) for _ in range(20)]
+        found = call(target.ports[1], m.FindCoordinatorRequest(key_type=0,
+                                                               coordinator_keys=groups), 4)
+        for c in found.coordinators:
+            if c.error_code == E.NONE and c.node_id == node:
+                return c.key
+    raise AssertionError(f"no group coordinated by node {node} on {target.name}")
+
+
+def java_group_across_its_coordinator_going_down(target, assignor: str) -> dict:
+    """Two Java consumers (``assignor``: range, or consumer for KIP-848) in a group whose
+    coordinator is node 2 consume 30 records; node 2 goes down; 30 more are produced. Whether
+    and how fast the group consumes them, from the moment node 2 was told to go."""
+    from kafka import KafkaProducer
+    from tests.clients.settle import JavaHost, Tracker
+    topic = unique("failover-java")
+    create(target, topic, RF3)
+    preferred_leaders(target)  # node 2 coordinates groups again after the tests before
+    group = group_coordinated_by(target, 2, "failover-java-g")
+    bootstrap = f"127.0.0.1:{target.ports[1]}"
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    tracker = Tracker(len(RF3), 30)
+    args = type("Args", (), {"bootstrap": bootstrap, "topic": topic, "assignor": assignor,
+                             "session_timeout_ms": 45000 if assignor == "consumer" else 10000})()
+    host = JavaHost(tracker, args)
+    try:
+        for i in range(30):
+            producer.send(topic, f"a{i}".encode(), partition=i % len(RF3))
+        producer.flush(30)
+        for member in (0, 1):
+            host.start(member, group, None)
+        formed = tracker.wait_settled(time.monotonic(), 60, 0.5) is not None
+        went = time.monotonic()
+        target.down(2)
+        down_s = time.monotonic() - went
+        for i in range(30):
+            producer.send(topic, f"b{i}".encode(), partition=i % len(RF3))
+        producer.flush(60)
+        deadline = time.monotonic() + 60
+        while len(tracker.seen) < 60 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        recovered_s = time.monotonic() - went
+        return {"formed": formed, "consumed": len(tracker.seen), "errors": host.errors,
+                "down_s": round(down_s, 2), "recovered_s": round(recovered_s, 2)}
+    finally:
+        host.close_all()
+        producer.close()
+        target.up(2)
+
+
+@pytest.mark.parametrize("assignor", ["range", "consumer"])
+def test_a_java_group_carries_on_when_its_coordinator_goes_down_as_on_kafka(clusters, assignor):
+    outcomes = {t.name: java_group_across_its_coordinator_going_down(t, assignor)
+                for t in clusters}
+    print(assignor, outcomes)
+    for name, outcome in outcomes.items():
+        assert outcome["formed"] and outcome["consumed"] == 60 and not outcome["errors"], \
+            (name, outcome)
+    # from node 2 told to go until every record is consumed; Kafka's includes its own
+    # controlled shutdown (down_s), kbroker's node goes at once
+    kafka, ours = outcomes["kafka"], outcomes["kbroker"]
+    assert ours["recovered_s"] <= kafka["recovered_s"] + 1.0, outcomes
