@@ -422,7 +422,7 @@ def test_kcat_with_librdkafka_2_0_scram_is_refused(target, mechanism):
     result = subprocess.run(
         [kcat, "-b", f"127.0.0.1:{target.sasl_port}", "-X", "security.protocol=SASL_PLAINTEXT",
          "-X", f"sasl.mechanism={mechanism}", "-X", "sasl.username=alice",
-         "-X", f"sasl.password={ALICE_PASSWORD}", "-L", "-m", "5"],
+         "-X", f"sasl.password={ALICE_PASSWORD}", "-L", "-m", "2"],
         capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert ("SASL authentication error: Authentication failed during authentication due to "

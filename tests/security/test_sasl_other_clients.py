@@ -181,7 +181,7 @@ def test_kcat_scram_with_librdkafka_before_2_6_1_is_refused_as_by_kafka_4(broker
     (librdkafka 2.16) does SCRAM in tests/security/test_sasl_python_clients.py."""
     version = subprocess.run([KCAT, "-V"], capture_output=True, text=True).stdout
     assert "librdkafka 2.0.2" in version, version  # another librdkafka: this test must change
-    result = _kcat(broker, mechanism, ALICE_PASSWORD, "-L", "-m", "5")
+    result = _kcat(broker, mechanism, ALICE_PASSWORD, "-L", "-m", "2")
     assert result.returncode != 0
     assert ("Authentication failed during authentication due to invalid credentials with SASL "
             f"mechanism {mechanism}") in result.stderr
@@ -189,6 +189,6 @@ def test_kcat_scram_with_librdkafka_before_2_6_1_is_refused_as_by_kafka_4(broker
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_kcat_wrong_password(broker, mechanism):
-    result = _kcat(broker, mechanism, "wrong", "-L", "-m", "5")
+    result = _kcat(broker, mechanism, "wrong", "-L", "-m", "2")
     assert result.returncode != 0
     assert "Authentication failed" in result.stderr or "authentication" in result.stderr.lower()

@@ -220,7 +220,7 @@ def test_confluent_kafka_wrong_password(broker, mechanism):
     from confluent_kafka import KafkaError, Producer
     errors = []
     producer = Producer({**_confluent_settings(broker, mechanism, "wrong"),
-                         "error_cb": errors.append, "message.timeout.ms": 5000})
+                         "error_cb": errors.append, "message.timeout.ms": 2000})
     delivered = []
     topic = unique("sasl-ck-no")
     producer.produce(topic, b"x", on_delivery=lambda err, msg: delivered.append(err))

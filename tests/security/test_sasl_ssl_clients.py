@@ -138,7 +138,7 @@ def test_a_wrong_password_over_sasl_ssl_writes_nothing(broker, certs):
     tls_clients.create_topic(broker.bootstrap, topic)
     errors, results = [], []
     producer = Producer({**_confluent(broker.sasl_ssl, certs, "SCRAM-SHA-512", "not-it"),
-                         "message.timeout.ms": 5000, "error_cb": lambda e: errors.append(e)})
+                         "message.timeout.ms": 2000, "error_cb": lambda e: errors.append(e)})
     producer.produce(topic, b"x", on_delivery=lambda err, msg: results.append(err))
     producer.flush(15)
     assert results and results[0] is not None

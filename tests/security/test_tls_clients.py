@@ -67,8 +67,8 @@ def run_briefly(client, bootstrap, topic, certs):
     if client == "kafka-python":
         from kafka import KafkaProducer
         producer = KafkaProducer(bootstrap_servers=bootstrap, security_protocol="SSL",
-                                 ssl_cafile=paths["ca.crt"], max_block_ms=5000,
-                                 bootstrap_timeout_ms=5000)
+                                 ssl_cafile=paths["ca.crt"], max_block_ms=2000,
+                                 bootstrap_timeout_ms=2000)
         try:
             producer.send(topic, b"x").get(5)
         finally:
@@ -77,7 +77,7 @@ def run_briefly(client, bootstrap, topic, certs):
         from confluent_kafka import KafkaException, Producer
         errors = []
         producer = Producer({"bootstrap.servers": bootstrap, "security.protocol": "ssl",
-                             "ssl.ca.location": paths["ca.crt"], "message.timeout.ms": 5000,
+                             "ssl.ca.location": paths["ca.crt"], "message.timeout.ms": 2000,
                              "error_cb": lambda e: errors.append(e)})
         results = []
         producer.produce(topic, b"x", on_delivery=lambda err, msg: results.append(err))
