@@ -153,6 +153,15 @@ class RawClient:
         assert correlation_id == sent
         return response
 
+    @classmethod
+    def once(cls, port: int, request, version: int):
+        """One request on a connection of its own, closed after the answer."""
+        client = cls(port)
+        try:
+            return client.call(request, version)
+        finally:
+            client.close()
+
     def _read(self, n: int) -> bytes:
         """Exactly ``n`` bytes: a socket with a timeout is non-blocking underneath, so one
         recv(MSG_WAITALL) returns only what has arrived (Kafka writes a Fetch answer's records

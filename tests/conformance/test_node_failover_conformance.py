@@ -71,12 +71,7 @@ def clusters():
         kafka.stop()
 
 
-def call(port: int, request, version: int):
-    client = RawClient(port)
-    try:
-        return client.call(request, version)
-    finally:
-        client.close()
+call = RawClient.once
 
 
 def metadata(target, node: int, topics: list[str]):

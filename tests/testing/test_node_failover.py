@@ -53,12 +53,7 @@ def partitions(kb, topic: str, port: int | None = None) -> dict[int, object]:
     return {p.partition_index: p for p in metadata(kb, [topic], port).topics[0].partitions}
 
 
-def call(port: int, request, version: int):
-    client = RawClient(port)
-    try:
-        return client.call(request, version)
-    finally:
-        client.close()
+call = RawClient.once
 
 
 def coordinator_of(kb, group: str) -> int:
