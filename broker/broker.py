@@ -86,17 +86,15 @@ class Broker:
                                internal=True, replication_factor=self._internal_replicas(
                                    "offsets.topic.replication.factor"))
         if self.topics.get(TRANSACTION_STATE_TOPIC) is None:
+            replicas = self._internal_replicas("transaction.state.log.replication.factor")
             self.topics.create(TRANSACTION_STATE_TOPIC,
                                self.config["transaction.state.log.num.partitions"],
                                dict(TRANSACTION_STATE_CONFIGS, **{
                                    "segment.bytes": str(
                                        self.config["transaction.state.log.segment.bytes"]),
                                    "min.insync.replicas": str(min(
-                                       self.config["transaction.state.log.min.isr"],
-                                       self._internal_replicas(
-                                           "transaction.state.log.replication.factor")))}),
-                               internal=True, replication_factor=self._internal_replicas(
-                                   "transaction.state.log.replication.factor"))
+                                       self.config["transaction.state.log.min.isr"], replicas))}),
+                               internal=True, replication_factor=replicas)
         self.producer_ids.at_least(self._max_producer_id() + 1)
         # every coordinator shard answers COORDINATOR_LOAD_IN_PROGRESS from the first request on,
         # until its partition is replayed
@@ -145,9 +143,7 @@ class Broker:
         partitions it led move to other in-sync replicas at the next leader epoch, and with
         them the coordinators of their groups and transactional ids. Raises ValueError for a
         node that is not served, already down, or the last one up."""
-        cluster = self.cluster
-        if node not in cluster.node_ids:
-            raise ValueError(f"node {node} is not one of the nodes served: {cluster.node_ids}")
+        cluster = self._served(node)
         if node in cluster.down:
             raise ValueError(f"node {node} is already down")
         if len(cluster.alive()) == 1:
@@ -163,9 +159,7 @@ class Broker:
     def node_up(self, node: int) -> dict:
         """Bring ``node`` back: it listens on its ports again, rejoins the ISRs and leads the
         partitions that were left without a leader."""
-        cluster = self.cluster
-        if node not in cluster.node_ids:
-            raise ValueError(f"node {node} is not one of the nodes served: {cluster.node_ids}")
+        cluster = self._served(node)
         if node not in cluster.down:
             raise ValueError(f"node {node} is already up")
         self.server.node_up(node)
@@ -174,6 +168,13 @@ class Broker:
             self.topics.save()
         log.warning("node up", node=node, leaders_moved=moved)
         return {"node": node, "state": "up", "leaders_moved": moved}
+
+    def _served(self, node: int):
+        """The cluster, once ``node`` is known to be one of its nodes (else ValueError)."""
+        if node not in self.cluster.node_ids:
+            raise ValueError(f"node {node} is not one of the nodes served: "
+                             f"{self.cluster.node_ids}")
+        return self.cluster
 
     def nodes_state(self) -> list[dict]:
         """Each node with its state and how many partitions it leads."""

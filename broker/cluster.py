@@ -11,10 +11,9 @@ Every node serves the same logs in this process, so a replica is always caught u
 replicas are the replicas that are up. When a node goes down, each partition it led moves to
 the next in-sync replica at the next leader epoch (none left: no leader and an empty ISR, as
 Kafka 4.3's controller leaves a partition whose last in-sync replica stopped), and it leaves
-every ISR. When it comes back
-it rejoins the ISRs and leads again the partitions left without a leader; the others keep their
-leader until a preferred election (ElectLeaders), as Kafka keeps them until its leader
-rebalance.
+every ISR, so an ISR never names a node that is down. When it comes back it rejoins the ISRs and
+leads again the partitions left without a leader; the others keep their leader until a preferred
+election (ElectLeaders), as Kafka keeps them until its leader rebalance.
 """
 from __future__ import annotations
 
@@ -101,7 +100,7 @@ class Cluster:
     def move_leader(self, p) -> bool:
         """Give the partition's leadership to the next in-sync replica after its leader (a
         controlled move); False when no other replica is in sync."""
-        others = [n for n in p.isr if n != p.leader and n not in self.down]
+        others = [n for n in p.isr if n != p.leader]
         if not others:
             return False
         after = p.replicas.index(p.leader) if p.leader in p.replicas else -1
@@ -112,7 +111,7 @@ class Cluster:
     def elect_preferred(self, p) -> bool:
         """Make the first replica the leader again if it is in sync: ElectLeaders PREFERRED."""
         preferred = p.replicas[0]
-        if p.leader == preferred or preferred not in p.isr or preferred in self.down:
+        if p.leader == preferred or preferred not in p.isr:
             return False
         _elect(p, preferred)
         return True

@@ -800,8 +800,8 @@ class Server:
         self.broker = broker
         config = broker.config
         self.clock = broker.clock
-        self.acceptors: list[asyncio.Task] = []
-        self.node_acceptors: dict[int, list[asyncio.Task]] = {}  # by node id
+        #: each node's acceptor tasks, one per listening socket
+        self.node_acceptors: dict[int, list[asyncio.Task]] = {}
         #: accepted sockets being handed to the loop, TLS handshakes included (Server._connect,
         #: Server._handshake): each its own task, the acceptor never waits for one
         self.connecting: set[asyncio.Task] = set()
@@ -850,22 +850,22 @@ class Server:
             if index == 0:
                 self.bound[name] = (sockname[0], sockname[1])
             for sock in socks:
-                task = loop.create_task(self._accept(name, sock, node))
-                self.acceptors.append(task)
-                self.node_acceptors.setdefault(node, []).append(task)
+                self.node_acceptors.setdefault(node, []).append(
+                    loop.create_task(self._accept(name, sock, node)))
             if single:
                 log.info("listening", listener=name, host=sockname[0], port=sockname[1])
             else:
                 log.info("listening", listener=name, host=sockname[0], port=sockname[1],
                          node=node)
 
+    def acceptors(self) -> list[asyncio.Task]:
+        return [task for tasks in self.node_acceptors.values() for task in tasks]
+
     def node_down(self, node: int) -> int:
         """``node`` stops: its listeners close and so does every connection it accepted, as
         when a Kafka broker goes away. Returns how many connections were closed."""
         for task in self.node_acceptors.pop(node, []):
             task.cancel()  # it closes its listening socket as it ends
-            if task in self.acceptors:
-                self.acceptors.remove(task)
         closed = 0
         for conn in list(self.connections):
             if conn.node_id == node and not conn.closed:
@@ -1078,7 +1078,7 @@ class Server:
     # -- shutdown
 
     def stop_accepting(self) -> None:
-        for task in self.acceptors:
+        for task in self.acceptors():
             task.cancel()  # each closes its listening socket as it ends
         for task in list(self.connecting):
             task.cancel()
@@ -1096,6 +1096,7 @@ class Server:
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()
-        if self.acceptors:
-            await asyncio.gather(*self.acceptors, return_exceptions=True)
-            self.acceptors = []
+        acceptors = self.acceptors()
+        if acceptors:
+            await asyncio.gather(*acceptors, return_exceptions=True)
+            self.node_acceptors.clear()

@@ -53,9 +53,8 @@ def misrouted(broker, conn, req, request) -> bool:
 def hosted_groups(broker, ctx, respond):
     """ListGroups on one of several nodes: only the groups that node coordinates, as each
     Kafka broker lists the groups of the partitions it hosts."""
-    conn = getattr(ctx, "conn", None)
-    node = conn.node_id if conn is not None else None
-    if broker.cluster.single or node is None:
+    node = _serving_node(broker, ctx)
+    if node is None:
         return respond
 
     def answer(response) -> None:
@@ -68,8 +67,16 @@ def hosted_groups(broker, ctx, respond):
 def hosted_transactions(broker, ctx, rows: list) -> list:
     """ListTransactions on one of several nodes: only the transactional ids (first of each
     row) that node coordinates."""
-    conn = getattr(ctx, "conn", None)
-    node = conn.node_id if conn is not None else None
-    if broker.cluster.single or node is None:
+    node = _serving_node(broker, ctx)
+    if node is None:
         return rows
     return [row for row in rows if coordinator_node(broker, row[0], TRANSACTION) == node]
+
+
+def _serving_node(broker, ctx) -> int | None:
+    """The node a request reached while several nodes serve; None with one node, or for an
+    in-process request (the console, EmbeddedBroker's admin calls)."""
+    conn = getattr(ctx, "conn", None)
+    if broker.cluster.single or conn is None:
+        return None
+    return conn.node_id

@@ -46,17 +46,12 @@ def handle(broker, ctx, request, respond) -> None:
         assignments = None
         if t.assignments is not None:
             assignments = [list(a.broker_ids) for a in t.assignments]
-            problem = None
             if len(assignments) != t.count - current:
                 problem = (f"Attempted to add {t.count - current} additional partition(s), but "
                            f"only {len(assignments)} assignment(s) were specified.")
             else:
-                problem = assignment_problem(broker, assignments)
-                if problem is None and len(assignments[0]) != len(topic.partitions[0].replicas):
-                    problem = (f"The manual partition assignment includes a partition with "
-                               f"{len(assignments[0])} replica(s), but this is inconsistent "
-                               f"with previous partitions, which have "
-                               f"{len(topic.partitions[0].replicas)} replica(s).")
+                problem = assignment_problem(broker, assignments,
+                                             len(topic.partitions[0].replicas))
             if problem is not None:
                 results.append(Result(name=t.name,
                                       error_code=ErrorCode.INVALID_REPLICA_ASSIGNMENT,

@@ -16,11 +16,11 @@ SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_DEFAULT = 5
 
 
-def assignment_problem(broker, replica_lists: list[list[int]]) -> str | None:
+def assignment_problem(broker, replica_lists: list[list[int]],
+                       width: int | None = None) -> str | None:
     """Kafka's controller's checks of a manual replica assignment (ReplicationControlManager),
-    or None."""
+    or None. ``width``: the replicas each partition must have (the topic's existing ones)."""
     registered = set(broker.cluster.alive())
-    width = None
     for index, replicas in enumerate(replica_lists):
         if not replicas:
             return "The manual partition assignment includes an empty replica list."
