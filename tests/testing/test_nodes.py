@@ -27,22 +27,16 @@ def cluster():
 
 def addresses(kb) -> dict[int, int]:
     """node id -> port, from Metadata."""
-    client = RawClient(int(kb.bootstrap_servers.split(",")[0].rsplit(":", 1)[1]))
-    try:
-        meta = client.call(m.MetadataRequest(topics=[], allow_auto_topic_creation=False), 12)
-        return {b.node_id: b.port for b in meta.brokers}
-    finally:
-        client.close()
+    port = int(kb.bootstrap_servers.split(",")[0].rsplit(":", 1)[1])
+    meta = RawClient.once(port, m.MetadataRequest(topics=[], allow_auto_topic_creation=False), 12)
+    return {b.node_id: b.port for b in meta.brokers}
 
 
 def leaders(port: int, topic: str) -> dict[int, int]:
-    client = RawClient(port)
-    try:
-        meta = client.call(m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(
-            name=topic)], allow_auto_topic_creation=True), 12)
-        return {p.partition_index: p.leader_id for p in meta.topics[0].partitions}
-    finally:
-        client.close()
+    request = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=topic)],
+                                allow_auto_topic_creation=True)
+    meta = RawClient.once(port, request, 12)
+    return {p.partition_index: p.leader_id for p in meta.topics[0].partitions}
 
 
 def test_metadata_lists_every_node_and_spreads_the_leaders(cluster):
@@ -54,51 +48,35 @@ def test_metadata_lists_every_node_and_spreads_the_leaders(cluster):
     # every node gives the same answer, and DescribeCluster lists the same nodes
     for port in nodes.values():
         assert leaders(port, topic) == led
-        client = RawClient(port)
-        try:
-            described = client.call(m.DescribeClusterRequest(
-                include_cluster_authorized_operations=False), 0)
-        finally:
-            client.close()
+        described = RawClient.once(port, m.DescribeClusterRequest(
+            include_cluster_authorized_operations=False), 0)
         assert {b.broker_id: b.port for b in described.brokers} == nodes
 
 
 def produce(port: int, topic: str, partition: int) -> int:
     P = m.ProduceRequest
-    client = RawClient(port)
-    try:
-        response = client.call(P(acks=1, timeout_ms=5000, topic_data=[P.TopicProduceData(
-            name=topic, partition_data=[P.PartitionProduceData(index=partition, records=build_batch(
-                [SimpleRecord(key=None, value=b"x", timestamp=1)]))])]), 9)
-        return response.responses[0].partition_responses[0].error_code
-    finally:
-        client.close()
+    request = P(acks=1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+        name=topic, partition_data=[P.PartitionProduceData(index=partition, records=build_batch(
+            [SimpleRecord(key=None, value=b"x", timestamp=1)]))])])
+    response = RawClient.once(port, request, 9)
+    return response.responses[0].partition_responses[0].error_code
 
 
 def fetch_error(port: int, topic: str, partition: int) -> int:
     F = m.FetchRequest
-    client = RawClient(port)
-    try:
-        response = client.call(F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
-                                 isolation_level=0, topics=[F.FetchTopic(topic=topic, partitions=[
-                                     F.FetchPartition(partition=partition, fetch_offset=0,
-                                                      log_start_offset=-1,
-                                                      partition_max_bytes=1 << 20)])]), 11)
-        return response.responses[0].partitions[0].error_code
-    finally:
-        client.close()
+    request = F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                topics=[F.FetchTopic(topic=topic, partitions=[F.FetchPartition(
+                    partition=partition, fetch_offset=0, log_start_offset=-1,
+                    partition_max_bytes=1 << 20)])])
+    return RawClient.once(port, request, 11).responses[0].partitions[0].error_code
 
 
 def list_offsets_error(port: int, topic: str, partition: int) -> int:
     L = m.ListOffsetsRequest
-    client = RawClient(port)
-    try:
-        response = client.call(L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(
-            name=topic, partitions=[L.ListOffsetsPartition(partition_index=partition,
-                                                           timestamp=-1)])]), 7)
-        return response.topics[0].partitions[0].error_code
-    finally:
-        client.close()
+    request = L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(
+        name=topic, partitions=[L.ListOffsetsPartition(partition_index=partition,
+                                                       timestamp=-1)])])
+    return RawClient.once(port, request, 7).topics[0].partitions[0].error_code
 
 
 def test_a_partition_answers_only_on_its_leader(cluster):
