@@ -200,7 +200,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         #: waits for the broker's request bytes to fall under it
         self.frame_reserved = 0
         self.waiting_for_memory = False
-        #: a failed authentication: the connection closes only when this delay is over
+        #: a failed authentication: its answer is held, and the connection closes, only when
+        #: connection.failed.authentication.delay.ms is over
         self.close_delayed = False
         #: last read or write (broker clock, ms), and the transport's write buffer after the last
         #: write or look of the idle check: a buffer that shrank since was being sent
@@ -310,7 +311,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _flush(self) -> None:
         out = self.out
-        if out and not self.closed:
+        if out and not self.closed and not self.close_delayed:
             self.out = []
             self.broker.metrics.bytes_out(self.out_bytes)
             self.out_bytes = 0
@@ -553,12 +554,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._finish_closing()
 
     def close_after_delay(self, reason: str, delay_ms: int) -> None:
-        """close_after_answers, and then wait ``delay_ms`` more before closing: a failed
-        authentication (Kafka's connection.failed.authentication.delay.ms), so that a client
-        reads its answer before the connection ends and cannot retry at once."""
+        """A failed authentication (Kafka's connection.failed.authentication.delay.ms): the
+        failure's answer is held ``delay_ms``, then written, then the connection closes. As on
+        Kafka, a client learns that its password was wrong only after the delay, so one
+        connection cannot try more than one password per delay."""
         if self.closed or self.closing:
             return
         if delay_ms > 0:
+            self._flush()  # the answers before the failure go now; the failure's own waits
             self.close_delayed = True
             self.broker.timer.call_later(delay_ms, self._delay_over)
         self.close_after_answers(reason)

@@ -327,6 +327,9 @@ class SaslAuthenticator:
                  "authentication."
         self.state = FAILED
         self.screening = True
+        # the close first: the answer made after it is held for the delay with the close
+        self.conn.close_after_delay(f"SASL authentication failed: {reason}",
+                                    self.listener.failed_delay_ms)
         answered = False
         try:
             answered = self.conn.answer_error(frame, ErrorCode.ILLEGAL_SASL_STATE)
@@ -334,8 +337,6 @@ class SaslAuthenticator:
             answered = False
         if not answered:
             log.debug("no ILLEGAL_SASL_STATE answer for this request", api_key=api_key)
-        self.conn.close_after_delay(f"SASL authentication failed: {reason}",
-                                    self.listener.failed_delay_ms)
 
     # -- SaslHandshake
 

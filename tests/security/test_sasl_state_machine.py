@@ -60,6 +60,10 @@ class Client:
         self.conn.connection_made(self.transport)
         self.correlation_id = 0
         self.read = 0
+        #: the last request failed the authentication: the delay was checked (_held_answer)
+        self.delayed = False
+        #: the last request sent was answered (raw tokens of the v0 flow are not requests)
+        self.answered = False
 
     def send(self, request, version: int) -> int:
         self.correlation_id += 1
@@ -72,6 +76,11 @@ class Client:
         api = APIS[type(request).api_key]
         sent = self.send(request, version)
         frame = self.next_frame()
+        self.delayed = False
+        if frame is None and self.conn.close_delayed:
+            frame = self._held_answer()
+            self.delayed = True
+        self.answered = frame is not None
         if frame is None:
             return None
         correlation_id, offset = read_response_header(frame, api.response_header_version(version))
@@ -87,7 +96,21 @@ class Client:
         self.read += 4 + size
         return frame
 
+    def _held_answer(self) -> bytes | None:
+        """A failed authentication's answer: held, with nothing read, for
+        connection.failed.authentication.delay.ms (100), then written with the close."""
+        broker = self.broker
+        assert not self.transport.closed and self.transport.reading_paused
+        broker.clock.now += 99
+        broker.timer.advance(broker.clock.now)
+        assert self.next_frame() is None and not self.transport.closed
+        broker.clock.now += 1
+        broker.timer.advance(broker.clock.now)
+        assert self.transport.closed
+        return self.next_frame()
+
     def raw(self, token: bytes) -> bytes | None:
+        self.answered = self.delayed = False
         feed(self.conn, self.transport, struct.pack(">i", len(token)) + token)
         return self.next_frame()
 
@@ -97,8 +120,13 @@ class Client:
 
     @property
     def closed_after_delay(self) -> bool:
-        """Open, reading nothing, until connection.failed.authentication.delay.ms (100) after
-        a failed authentication; closed then."""
+        """The failure's answer came connection.failed.authentication.delay.ms (100) after the
+        request, with the close; or, with no answer (the v0 flow of raw tokens), the connection
+        stayed open, reading nothing, for that long, and closed then."""
+        if self.delayed:
+            return self.transport.closed
+        if self.answered:
+            return False  # a failure answered at once, not after the delay
         broker = self.broker
         if self.transport.closed or not self.transport.reading_paused:
             return False
