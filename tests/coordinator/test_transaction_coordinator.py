@@ -4,6 +4,7 @@ offsets."""
 from __future__ import annotations
 
 import pytest
+from structlog.testing import capture_logs
 
 from protocol import messages as m
 from protocol.errors import ErrorCode
@@ -13,6 +14,7 @@ from broker.coordinator import records as rec
 from broker.coordinator.group import OffsetAndMetadata
 from broker.coordinator.runtime import EndMarker
 from broker.coordinator.transaction import TransactionCoordinator
+from broker.coordinator.transaction.coordinator import SWEEP_SLICE
 from broker.coordinator.transaction.metadata import TransactionState
 from broker.purgatory import Timer
 
@@ -193,6 +195,52 @@ def test_timed_out_transactions_are_aborted_and_the_producer_fenced():
     assert txn.markers.markers == [(pid, epoch + 1, False, (("t", 0),))]
     assert txn.state().state is S.COMPLETE_ABORT
     assert txn.end("tx", pid, epoch, True)[0] == E.PRODUCER_FENCED
+
+
+def test_timed_out_transactions_are_aborted_in_slices_with_one_summary_line():
+    """10,000 transactions past their timeout were aborted in one pass, holding every request
+    of the broker for seconds: now SWEEP_SLICE per timer tick, each tick a turn of the event
+    loop, and one log line for the sweep."""
+    txn = Txn({"transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000})
+    n = 2 * SWEEP_SLICE + 50
+    for i in range(n):
+        _, pid, epoch = txn.init(f"tx-{i}", timeout=5000)
+        txn.add(f"tx-{i}", pid, epoch, ("t", i % 3))
+
+    def aborted() -> int:
+        return sum(txn.coordinator.shard_for(f"tx-{i}").transactions[f"tx-{i}"].state
+                   is S.COMPLETE_ABORT for i in range(n))
+
+    txn.advance(5000)
+    assert aborted() == 0
+    with capture_logs() as logs:
+        txn.advance(1000)      # the sweep: its first slice
+        assert aborted() == SWEEP_SLICE
+        txn.advance(0)         # the next tick
+        assert aborted() == 2 * SWEEP_SLICE
+        # a client ends one of the rest between slices: the sweep leaves it alone
+        md = txn.coordinator.shard_for(f"tx-{n - 1}").transactions[f"tx-{n - 1}"]
+        assert txn.end(f"tx-{n - 1}", md.producer_id, md.producer_epoch, True)[0] == E.NONE
+        txn.advance(0)
+    assert aborted() == n - 1
+    assert md.state is S.COMPLETE_COMMIT
+    assert len(txn.markers.markers) == n
+    summary = [e for e in logs if e["log_level"] == "info"]
+    assert [(e["event"], e["count"], e["slices"]) for e in summary] == [
+        ("aborted transactions past their timeout", n - 1, 3)]
+    assert not [e for e in logs if e["log_level"] not in ("info", "debug")]
+
+
+def test_a_sweep_still_going_is_not_started_again():
+    txn = Txn({"transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000})
+    for i in range(SWEEP_SLICE + 1):
+        _, pid, epoch = txn.init(f"tx-{i}", timeout=1000)
+        txn.add(f"tx-{i}", pid, epoch, ("t", 0))
+    txn.clock.now += 1001
+    assert txn.coordinator.abort_timed_out_transactions() == SWEEP_SLICE + 1
+    assert txn.coordinator.abort_timed_out_transactions() == 0   # its second slice waits
+    txn.advance(0)
+    assert len(txn.markers.markers) == SWEEP_SLICE + 1
 
 
 def test_verify_and_implicit_add(txn):

@@ -49,6 +49,11 @@ E = ErrorCode
 S = TransactionState
 OFFSETS_TOPIC = "__consumer_offsets"
 
+#: transactions the periodic sweeps (timed-out aborts, expired ids) take per turn; the rest wait
+#: one timer tick, so requests that arrived meanwhile are answered between slices (10,000
+#: aborts in one pass held every request of the broker for 2-3 s)
+SWEEP_SLICE = 100
+
 #: how a Produce / TxnOffsetCommit version treats verification (Kafka's
 #: TransactionSupportedOperation): version 2 clients add partitions implicitly
 DEFAULT_ERROR, GENERIC_ERROR_SUPPORTED, ADD_PARTITION = 0, 1, 2
@@ -523,49 +528,75 @@ class TransactionCoordinator(CoordinatorRuntime):
 
     # ================================================================== timeouts, expiration
     def abort_timed_out_transactions(self) -> int:
-        """Fence and abort every Ongoing transaction older than its timeout."""
-        now = self.clock()
-        aborted = 0
-        for shard in self.shards:
-            if shard.loading:
-                continue
-            for md in list(shard.transactions.values()):
-                if md.pending_transition_in_progress or md.state is not S.ONGOING or \
-                        md.txn_start_timestamp + md.txn_timeout_ms >= now:
-                    continue
-                log.info("aborting a transaction past its timeout",
-                         transactional_id=md.transactional_id, producer_id=md.producer_id,
-                         timeout_ms=md.txn_timeout_ms)
-                transit = md.prepare_fence_producer_epoch()
-                aborted += 1
-                self._end_transaction(md.transactional_id, transit.producer_id,
-                                      transit.producer_epoch, False, False, 2,
-                                      lambda err, pid, epoch: None)
-        return aborted
+        """Fence and abort every Ongoing transaction older than its timeout, SWEEP_SLICE per
+        timer tick. Returns how many were found (0 while the last sweep is still going)."""
+        return self._sweep("abort-timed-out", self._timed_out, self._abort_timed_out,
+                           "aborted transactions past their timeout")
+
+    def _timed_out(self, md: TransactionMetadata, now: int) -> bool:
+        return not md.pending_transition_in_progress and md.state is S.ONGOING and \
+            md.txn_start_timestamp + md.txn_timeout_ms < now
+
+    def _abort_timed_out(self, md: TransactionMetadata) -> None:
+        log.debug("aborting a transaction past its timeout",
+                  transactional_id=md.transactional_id, producer_id=md.producer_id,
+                  timeout_ms=md.txn_timeout_ms)
+        transit = md.prepare_fence_producer_epoch()
+        self._end_transaction(md.transactional_id, transit.producer_id, transit.producer_epoch,
+                              False, False, 2, lambda err, pid, epoch: None)
 
     def expire_transactional_ids(self) -> int:
-        """Remove ids idle for ``transactional.id.expiration.ms`` (tombstones)."""
-        now = self.clock()
-        expired = 0
-        for shard in self.shards:
-            if shard.loading:
-                continue
-            for md in list(shard.transactions.values()):
-                if md.pending_transition_in_progress or not md.state.expiration_allowed or \
-                        md.txn_last_update_timestamp > now - \
-                        self.config.transactional_id_expiration_ms:
-                    continue
-                md.prepare_dead()
-                expired += 1
-                shard.write([(records.key(md.transactional_id), None)],
-                             lambda exc, md=md: self._expired(md, exc))
-        return expired
+        """Remove ids idle for ``transactional.id.expiration.ms`` (tombstones), SWEEP_SLICE per
+        timer tick. Returns how many were found (0 while the last sweep is still going)."""
+        return self._sweep("expire-ids", self._expirable, self._expire,
+                           "expired transactional ids")
+
+    def _expirable(self, md: TransactionMetadata, now: int) -> bool:
+        return not md.pending_transition_in_progress and md.state.expiration_allowed and \
+            md.txn_last_update_timestamp <= now - self.config.transactional_id_expiration_ms
+
+    def _expire(self, md: TransactionMetadata) -> None:
+        md.prepare_dead()
+        self.shard_for(md.transactional_id).write(
+            [(records.key(md.transactional_id), None)],
+            lambda exc, md=md: self._expired(md, exc))
 
     def _expired(self, md: TransactionMetadata, exc) -> None:
         if exc is not None:
             md.pending_state = None
             return
-        log.info("transactional id expired", transactional_id=md.transactional_id)
+        log.debug("transactional id expired", transactional_id=md.transactional_id)
+
+    def _sweep(self, key: str, due: Callable, act: Callable, summary: str) -> int:
+        """Act on every transaction ``due(md, now)``, SWEEP_SLICE per timer tick. Each one is
+        looked at again when its slice comes (a client may have ended it, or its shard been
+        unloaded, meanwhile); one log line when the sweep is over."""
+        slice_key = (key, "slice")
+        if slice_key in self.keyed_timer.tasks:
+            return 0
+        now = self.clock()
+        found = [md for shard in self.shards if not shard.loading
+                 for md in shard.transactions.values() if due(md, now)]
+        done: list[str] = []
+
+        def next_slice(start: int) -> None:
+            for md in found[start:start + SWEEP_SLICE]:
+                shard = self.shard_for(md.transactional_id)
+                if shard.loading or shard.transactions.get(md.transactional_id) is not md or \
+                        not due(md, now):
+                    continue
+                act(md)
+                done.append(md.transactional_id)
+            start += SWEEP_SLICE
+            if start < len(found) and not self._closed:
+                self.keyed_timer.schedule(slice_key, 0, lambda: next_slice(start))
+            elif done:
+                log.info(summary, count=len(done), transactional_ids=done[:5],
+                         slices=-(-len(found) // SWEEP_SLICE))
+
+        if found:
+            next_slice(0)
+        return len(found)
 
     # ================================================================== describe, list
     def describe(self, transactional_id: str):
