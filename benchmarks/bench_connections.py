@@ -10,9 +10,12 @@ Each workload starts a fresh broker process (``--data-dir`` in a temp dir, metri
 change. RSS is VmRSS of the broker process from /proc/<pid>/status, in MiB.
 
 - ``nonreaders``: a topic with one partition holding ``--log-mb`` MB; ``--clients`` clients each
-  send ``--requests`` pipelined Fetch v12 requests for it (offset 0, 1 MiB per partition) and
-  never read an answer. RSS when it stops growing, the time an ApiVersions round trip takes on a
-  fresh connection meanwhile, and RSS 3 s after the clients left.
+  send ``--requests`` pipelined Fetch v12 requests for it (offset 0, ``--partition-max-bytes``
+  per partition, 1 MiB by default) and never read an answer. RSS when it stops growing, the time
+  an ApiVersions round trip takes on a fresh connection meanwhile, RSS 3 s after the clients
+  left, and the MemoryError lines of the broker's log. The attack of issue 21:
+  ``--clients 500 --requests 20 --log-mb 100 --partition-max-bytes 52428800
+  --address-space-mb 4096`` (the broker under a 4 GB address-space cap).
 - ``idle``: ``--idle-connections`` connections that send nothing.
 - ``halfframes``: ``--half-frame-clients`` clients that declare a 100 MB frame and send 1 KiB.
 
@@ -62,7 +65,7 @@ def round_trip_ms(port: int, timeout: float = 30.0) -> float:
 
 
 class Broker:
-    def __init__(self, root: str, overrides: dict) -> None:
+    def __init__(self, root: str, overrides: dict, address_space_mb: int = 0) -> None:
         self.root = root
         self.port = free_port()
         self.data_dir = tempfile.mkdtemp(prefix="bench-conn-")
@@ -72,17 +75,23 @@ class Broker:
             cmd += ["--override", f"{k}={v}"]
         env = dict(os.environ, PYTHONPATH=root)
         self.log = tempfile.TemporaryFile(prefix="bench-conn-log-")
+        def cap() -> None:
+            if address_space_mb:
+                limit = address_space_mb << 20
+                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
         self.proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=self.log,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     preexec_fn=cap)
         deadline = time.monotonic() + 30
         while round_trip_ms(self.port, 1) == float("inf"):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"broker did not start:\n{self.output()}")
             time.sleep(0.05)
 
-    def output(self) -> str:
+    def output(self, tail: int = 3000) -> str:
         self.log.seek(0)
-        return self.log.read().decode(errors="replace")[-3000:]
+        return self.log.read().decode(errors="replace")[-tail:]
 
     def rss(self) -> float:
         return rss_mib(self.proc.pid)
@@ -123,11 +132,12 @@ class Broker:
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
-def fetch_frame(correlation_id: int) -> bytes:
+def fetch_frame(correlation_id: int, partition_max_bytes: int = 1 << 20) -> bytes:
     F = m.FetchRequest
     request = F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=52428800, isolation_level=0,
                 session_id=0, session_epoch=-1, topics=[F.FetchTopic(topic=TOPIC, partitions=[
-                    F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
+                    F.FetchPartition(partition=0, fetch_offset=0,
+                                     partition_max_bytes=partition_max_bytes)])])
     return encode_request(1, 12, correlation_id, "nonreader", request)
 
 
@@ -158,12 +168,13 @@ def settle(broker: Broker, limit_s: float) -> float:
 
 
 def nonreaders(args) -> dict:
-    broker = Broker(args.root, {})
+    broker = Broker(args.root, dict(o.split("=", 1) for o in args.override),
+                    args.address_space_mb)
     try:
         broker.fill_topic(args.log_mb)
         time.sleep(1)
         before = broker.rss()
-        frames = b"".join(fetch_frame(i) for i in range(args.requests))
+        frames = b"".join(fetch_frame(i, args.partition_max_bytes) for i in range(args.requests))
         socks, sent = [], 0
         for _ in range(args.clients):
             sock = socket.create_connection(("127.0.0.1", broker.port))
@@ -176,7 +187,12 @@ def nonreaders(args) -> dict:
             sock.close()
         time.sleep(3)
         after = broker.rss()
+        alive = broker.proc.poll() is None
         return {"clients": args.clients, "requests_per_client": args.requests,
+                "partition_max_bytes": args.partition_max_bytes,
+                "overrides": args.override, "address_space_mb": args.address_space_mb,
+                "broker_alive": alive,
+                "memory_errors": broker.output(1 << 30).count("MemoryError"),
                 "request_bytes_taken": sent, "rss_before_mib": round(before, 1),
                 "rss_peak_mib": round(peak, 1), "grown_mib": round(peak - before, 1),
                 "grown_per_client_mib": round((peak - before) / args.clients, 1),
@@ -239,6 +255,11 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=10, help="non-reading fetchers")
     ap.add_argument("--requests", type=int, default=500, help="Fetch requests per non-reader")
     ap.add_argument("--log-mb", type=int, default=4, help="MB in the fetched partition")
+    ap.add_argument("--partition-max-bytes", type=int, default=1 << 20)
+    ap.add_argument("--address-space-mb", type=int, default=0,
+                    help="cap the broker's address space (RLIMIT_AS), 0: none")
+    ap.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
+                    help="a broker setting for the nonreaders workload")
     ap.add_argument("--idle-connections", type=int, default=5000)
     ap.add_argument("--half-frame-clients", type=int, default=500)
     ap.add_argument("--settle-limit", type=float, default=60.0,

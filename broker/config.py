@@ -188,6 +188,13 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("queued.max.request.bytes", int, -1,
             "Request bytes read and not yet answered, over all connections, before no more "
             "requests are read (-1 = unlimited)."),
+    Setting("queued.max.response.bytes", int, 268435456,
+            "kbroker's own (Kafka sends records from the page cache): bytes of answers not yet "
+            "taken by the clients' sockets, over all connections; a Fetch reads at most what "
+            "is left, and waits when nothing is (-1 = unlimited)."),
+    Setting("fetch.max.bytes", int, 57671680,
+            "The most record bytes the broker returns for one Fetch, whatever its max_bytes "
+            "(at least 1024)."),
     Setting("log.retention.ms", int, 604800000, "Default retention.ms of topics (-1 = forever)."),
     Setting("log.retention.bytes", int, -1, "Default retention.bytes per partition (-1 = unlimited)."),
     Setting("log.segment.bytes", int, 1073741824, "Segment file size before rolling (with log.dirs)."),
@@ -483,6 +490,11 @@ class BrokerConfig:
         if 0 < queued < self["socket.request.max.bytes"]:
             raise ConfigError("queued.max.request.bytes must be larger or equal to "
                               "socket.request.max.bytes")
+        if self["fetch.max.bytes"] < 1024:  # Kafka's atLeast(1024)
+            raise ConfigError(f"fetch.max.bytes must be at least 1024, got "
+                              f"{self['fetch.max.bytes']}")
+        if self["queued.max.response.bytes"] == 0:
+            raise ConfigError("queued.max.response.bytes must be positive, or -1 for unlimited")
 
 
     def _validate_listener_settings(self) -> None:

@@ -323,6 +323,15 @@ class Metrics:
         self.faults = Counter("kafka_faults_fired_total",
                               "Injected faults that fired (broker/testing/faults.py), by API, "
                               "action and error.", ["api", "action", "error"], registry=r)
+        self.answer_bytes = Gauge("kafka_server_answer_bytes_held",
+                                  "Bytes of answers made and not yet taken by the clients' "
+                                  "sockets (bounded by queued.max.response.bytes).", registry=r)
+        self.answer_bytes.set_function(
+            lambda: getattr(getattr(broker, "server", None), "answer_bytes", 0))
+        self.fetches_held_back = Counter(
+            "kafka_server_fetches_held_back_total",
+            "Fetches that found queued.max.response.bytes full and waited (answered without "
+            "records if it was still full).", registry=r)
         r.register(BrokerStateCollector(broker))
         self.traffic = TrafficCollector()
         r.register(self.traffic)
@@ -379,6 +388,9 @@ class Metrics:
     def group_stable(self, rebalance_ms: int) -> None:
         """The coordinator's hook: a rebalance ended with the group Stable."""
         self.rebalance_duration.observe(rebalance_ms / 1000.0)
+
+    def fetch_held_back(self) -> None:
+        self.fetches_held_back.inc()
 
     def connection_opened(self) -> None:
         self.connections.inc()

@@ -9,7 +9,10 @@ Memory is bounded before it is spent, as Kafka bounds it by muting a channel unt
 is sent: before a request is handled, a connection checks its requests in flight
 (``queued.max.requests``), its answers not yet taken by the socket (:data:`QUEUED_ANSWER_BYTES`)
 and the broker's request bytes (``queued.max.request.bytes``); if one is over, the request stays
-in the read buffer and nothing more is read until it is under again.
+in the read buffer and nothing more is read until it is under again. The answers of all
+connections not yet taken by their sockets are counted too (``queued.max.response.bytes``): a
+Fetch reads only what is left of that budget, so clients that ask for much and read slowly, or
+not at all, cannot make the broker hold more than it.
 
 Connections are counted as Kafka's ``ConnectionQuotas`` counts them: at ``max.connections`` the
 acceptor stops accepting (new connections wait in the listen backlog until a slot frees), a
@@ -207,6 +210,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         #: write or look of the idle check: a buffer that shrank since was being sent
         self.last_active = 0
         self.write_buffer_seen = 0
+        #: bytes of its answers counted in the server's queued.max.response.bytes: made and not
+        #: yet taken by the socket, as last seen (_answers_sent looks again); of them, those
+        #: made but waiting behind an earlier request's answer
+        self.answers_held = 0
+        self.answers_waiting = 0
         #: it held more than QUEUED_ANSWER_BYTES of answers, or a frame larger than its read
         #: buffer, at some point: when it closes, freed memory is given back to the system
         self.held_much = False
@@ -259,6 +267,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.big = None
         self.out = []
         self.out_bytes = 0
+        if self.answers_held:
+            server.answers_released(self, self.answers_held)
+            self.answers_held = self.answers_waiting = 0
         if self.held_much:
             server.schedule_trim()
 
@@ -269,6 +280,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self.writing_paused = False
+        self._answers_sent()
         self._update_reading()
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -319,6 +331,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
             transport = self.transport
             transport.writelines(out)
             self.write_buffer_seen = transport.get_write_buffer_size()
+            if self.answers_held:
+                self._answers_sent()
+
+    def _answers_sent(self) -> None:
+        """Give back to the broker's answer budget what the socket has taken since the last
+        look. Between looks the count only errs high (a buffer only shrinks while nothing is
+        written), so the budget is never passed by a stale count."""
+        held = self.answers_held
+        if not held:
+            return
+        transport = self.transport
+        buffered = transport.get_write_buffer_size() \
+            if transport is not None and not self.closed else 0
+        now_held = buffered + self.out_bytes + self.answers_waiting
+        if now_held < held:
+            self.answers_held = now_held
+            self.server.answers_released(self, held - now_held)
 
     def must_wait(self) -> bool:
         """Whether the next request has to wait before it is handled: its answers would pile up
@@ -498,6 +527,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                       latency_ms=round(latency * 1000, 3))
         if self.closed:
             return
+        if nbytes:
+            self.answers_held += nbytes
+            self.answers_waiting += nbytes
+            self.server.answers_made(self, nbytes)
         pending = self.pending
         if pending[0].done:
             out = self.out
@@ -508,6 +541,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 if done.chunks is not None:
                     out.extend(done.chunks)
                     self.out_bytes += done.answer_bytes
+                    self.answers_waiting -= done.answer_bytes
                 i += 1
             del pending[:i]
             if not self.batching:
@@ -824,6 +858,13 @@ class Server:
         queued = config["queued.max.request.bytes"]
         self.queued_max_request_bytes = queued if queued > 0 else 0
         self.request_bytes = 0
+        #: queued.max.response.bytes (0: unlimited): bytes of answers made and not yet taken by
+        #: the sockets, over all connections (``holding``: the connections that have some); a
+        #: Fetch reads at most what is left (fetch_budget)
+        queued = config["queued.max.response.bytes"]
+        self.queued_max_response_bytes = queued if queued > 0 else 0
+        self.answer_bytes = 0
+        self.holding: set[KafkaConnection] = set()
         self.memory_waiters: collections.deque[KafkaConnection] = collections.deque()
         self.wake_scheduled = False
         #: SSL and SASL_SSL listeners' TLS (broker/security/tls.py), by listener name
@@ -1036,6 +1077,8 @@ class Server:
                 if buffered < conn.write_buffer_seen:  # the socket took some: a write
                     conn.last_active = max(conn.last_active, now)
                 conn.write_buffer_seen = buffered
+                if conn.answers_held:
+                    conn._answers_sent()
             if now - conn.last_active > max_idle:
                 conn.expire()
                 expired += 1
@@ -1047,6 +1090,37 @@ class Server:
                                 max_idle_ms=max_idle)
         self.idle_check = self.broker.timer.add(max(next_check, now + IDLE_CHECK_MIN_MS),
                                                 self.expire_idle)
+
+    # -- queued.max.response.bytes
+
+    def answers_made(self, conn: KafkaConnection, size: int) -> None:
+        self.answer_bytes += size
+        self.holding.add(conn)
+
+    def answers_released(self, conn: KafkaConnection, size: int) -> None:
+        self.answer_bytes -= size
+        if not conn.answers_held:
+            self.holding.discard(conn)
+
+    def fetch_budget(self) -> int | None:
+        """The record bytes a Fetch may read now: what is left of queued.max.response.bytes
+        (None: unlimited). When none seems left, the sockets are looked at first: they may
+        have taken answers since. A Fetch with no budget waits as a long poll does, and is
+        answered without records if there is still none when it must be answered."""
+        limit = self.queued_max_response_bytes
+        if not limit:
+            return None
+        if self.answer_bytes >= limit:
+            for conn in list(self.holding):
+                conn._answers_sent()
+            if self.answer_bytes >= limit:
+                self.broker.metrics.fetch_held_back()
+                self.limit_log.note("warning", "fetches wait: answers not taken by their "
+                                    "sockets fill queued.max.response.bytes",
+                                    queued_max_response_bytes=limit,
+                                    connections_holding=len(self.holding))
+                return 0
+        return limit - self.answer_bytes
 
     # -- queued.max.request.bytes
 

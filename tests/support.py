@@ -174,6 +174,12 @@ class RawClient:
             data += chunk
         return bytes(data)
 
+    def __enter__(self) -> "RawClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def close(self) -> None:
         self.sock.close()
 

@@ -37,9 +37,19 @@ def _error(index: int, error: ErrorCode, uncommitted: bool):
 def read(broker, request, conn=None) -> tuple[list, int, bool]:
     """Read every requested partition: (topic responses, record bytes, any partition error).
     With ``conn``, a partition another node leads answers NOT_LEADER_OR_FOLLOWER (a parked
-    fetch re-reads without it: leaders do not move while it waits)."""
+    fetch re-reads without it: leaders do not move while it waits).
+
+    At most the broker's fetch.max.bytes are read, as on Kafka, and at most what is left of
+    queued.max.response.bytes (answers not yet taken by the sockets) before anything is read:
+    with nothing left, no records (the fetch waits as a long poll, see handle)."""
     topics = broker.topics
-    remaining = request.max_bytes
+    remaining = min(request.max_bytes, broker.config["fetch.max.bytes"])
+    budget = broker.server.fetch_budget()
+    if budget is not None and budget < remaining:
+        remaining = budget
+    # Kafka's rule that the first batch goes whole, even past max_bytes, only while any
+    # budget is left: one answer passes what is left by at most one batch
+    first_whole = remaining > 0
     total = 0
     errors = False
     uncommitted = request.isolation_level == 0
@@ -65,10 +75,11 @@ def read(broker, request, conn=None) -> tuple[list, int, bool]:
             try:
                 limit = min(fp.partition_max_bytes, remaining)
                 if uncommitted:
-                    records = log.read(fp.fetch_offset, limit, min_one_message=total == 0)
+                    records = log.read(fp.fetch_offset, limit,
+                                       min_one_message=first_whole and total == 0)
                 else:
                     offset = fp.fetch_offset
-                    records = log.read(offset, limit, min_one_message=total == 0,
+                    records = log.read(offset, limit, min_one_message=first_whole and total == 0,
                                        max_offset=lso if lso < hw else None)
                     aborted = [] if offset >= lso else [
                         AbortedTransaction(producer_id=txn.producer_id,

@@ -115,6 +115,93 @@ def test_clients_that_never_read_their_fetch_answers_cost_little(tmp_path):
         broker.stop()
 
 
+def metric(metrics_port: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[-1])
+    raise AssertionError(f"no metric {name}")
+
+
+def test_slow_readers_cannot_make_the_broker_hold_more_than_its_answer_budget(tmp_path):
+    """The attack: many connections each pipeline Fetch requests for 50 MB and never read.
+    Each connection held about one answer, but nothing bounded them all: 500 such connections
+    on a 100 MB topic reached a 4 GB address-space cap, with MemoryError tracebacks in the
+    Fetch handler. Now their answers together stay within queued.max.response.bytes; past it a
+    Fetch waits and is answered without records; the others are served meanwhile, and served
+    records again once the slow readers leave. (Without the budget, these 40 connections grew
+    RSS by about 40 x 24 MB.)"""
+    budget = 16 << 20
+    metrics_port = free_port()
+    broker = BrokerProcess(data_dir=str(tmp_path), overrides={
+        "queued.max.response.bytes": budget, "metrics.port": metrics_port})
+    broker.start()
+    try:
+        from protocol.framing import encode_request
+        from protocol.records import SimpleRecord, build_batch
+        client = RawClient(broker.port)
+        topic = "slow-readers"
+        client.call(m.CreateTopicsRequest(topics=[m.CreateTopicsRequest.CreatableTopic(
+            name=topic, num_partitions=1, replication_factor=1)], timeout_ms=5000), 7)
+        P = m.ProduceRequest
+
+        def produce() -> int:
+            batch = build_batch([SimpleRecord(None, b"v" * 1024) for _ in range(1000)])
+            answer = client.call(P(acks=1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+                name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])]), 9)
+            return answer.responses[0].partition_responses[0].error_code
+
+        for _ in range(24):                                 # 24 MB on disk
+            assert produce() == 0
+        F = m.FetchRequest
+
+        def fetch(max_wait_ms: int):
+            return F(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=52428800,
+                     isolation_level=0, session_id=0, session_epoch=-1, topics=[F.FetchTopic(
+                         topic=topic, partitions=[F.FetchPartition(
+                             partition=0, fetch_offset=0, partition_max_bytes=52428800)])])
+
+        frames = b"".join(encode_request(1, 12, i, "slow-reader", fetch(500))
+                          for i in range(20))
+        before = rss_kib(broker)
+        slow = []
+        for _ in range(40):
+            sock = socket.create_connection(("127.0.0.1", broker.port))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.sendall(frames)
+            slow.append(sock)
+        wait_until(lambda: metric(metrics_port, "kafka_server_fetches_held_back_total") > 0, 30,
+                   message="a fetch to find the budget full")
+        # the others are served meanwhile: requests of every kind are answered, a Fetch too
+        # (without records while the budget is full)
+        assert client.call(m.ApiVersionsRequest(), 0).error_code == 0
+        assert produce() == 0
+        answer = client.call(fetch(100), 12)
+        assert answer.error_code == 0
+        assert answer.responses[0].partitions[0].error_code == 0
+        assert answer.responses[0].partitions[0].high_watermark == 25_000
+        time.sleep(1)                                       # what the slow readers hold, held
+        grown_mib = (rss_kib(broker) - before) / 1024
+        assert grown_mib < 100, f"RSS grew {grown_mib:.0f} MiB with a 16 MiB answer budget"
+        held = metric(metrics_port, "kafka_server_answer_bytes_held")
+        assert 0 < held <= budget + (1 << 20) + (64 << 10), held
+
+        for sock in slow:
+            sock.close()
+        # served records again once the slow readers left; the budget is theirs no more
+        answer = client.call(fetch(100), 12)
+        assert len(answer.responses[0].partitions[0].records) > 1 << 20
+        wait_until(lambda: metric(metrics_port, "kafka_server_answer_bytes_held") < 64 << 10,
+                   10, message="the answers of the closed connections to be given back")
+        logs = broker.logs()
+        assert "MemoryError" not in logs and "Traceback" not in logs
+        full = [w for w in warnings(broker) if "queued.max.response.bytes" in w["event"]]
+        assert full and full[0]["queued_max_response_bytes"] == budget
+        client.close()
+    finally:
+        broker.stop()
+
+
 def test_connections_over_max_connections_wait_until_one_closes():
     """Kafka's acceptor stops accepting at max.connections: the next connection is neither
     refused nor read until a slot frees, and it is not a rejection."""
