@@ -22,7 +22,7 @@ _MODULES = [
     "offset_for_leader_epoch", "describe_topic_partitions", "elect_leaders",
     "alter_partition_reassignments", "list_partition_reassignments", "alter_replica_log_dirs",
     "describe_quorum", "list_config_resources", "sasl_handshake", "sasl_authenticate",
-    "alter_user_scram_credentials", "describe_user_scram_credentials",
+    "alter_user_scram_credentials", "describe_user_scram_credentials", "write_txn_markers",
 ]
 
 

@@ -57,6 +57,7 @@ from protocol.messages import (
     OffsetDeleteRequest,
     OffsetFetchRequest,
     OffsetForLeaderEpochRequest,
+    WriteTxnMarkersRequest,
     ProduceRequest,
     SyncGroupRequest,
     TxnOffsetCommitRequest,
@@ -728,6 +729,14 @@ def test_topic_admin_apis(acl_target, clients, denied):
         (CONFIG_BROKER, "1", E.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")])
     logs = refused.call(DescribeLogDirsRequest(topics=None), 4)
     assert (logs.error_code, logs.results) == (E.CLUSTER_AUTHORIZATION_FAILED, [])
+    W = WriteTxnMarkersRequest
+    markers = refused.call(W(markers=[W.WritableTxnMarker(
+        producer_id=1, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+        topics=[W.WritableTxnMarkerTopic(name=n, partition_indexes=[0]) for n in both])]), 1)
+    assert [(m.producer_id, sorted((t.name, [(p.partition_index, p.error_code)
+                                             for p in t.partitions]) for t in m.topics))
+            for m in markers.markers] == [(1, sorted(
+                (n, [(0, E.CLUSTER_AUTHORIZATION_FAILED)]) for n in both))]
 
 
 def test_more_group_apis(acl_target, clients, denied):

@@ -42,6 +42,7 @@ from protocol.messages import (
     ProduceRequest,
     SyncGroupRequest,
     TxnOffsetCommitRequest,
+    WriteTxnMarkersRequest,
 )
 from protocol.records import SimpleRecord, build_batch, iter_batches
 from tests.support import RawClient, unique
@@ -455,6 +456,7 @@ def test_api_versions_of_the_transaction_apis(target, client):
         DescribeTransactionsRequest: (0, 0),
         ListTransactionsRequest: (0, 2),
         DescribeProducersRequest: (0, 0),
+        WriteTxnMarkersRequest: (1, 2),
     }
     assert {r.__name__: versions.get(r.api_key) for r in expected} == {
         r.__name__: v for r, v in expected.items()}
@@ -1244,3 +1246,93 @@ def test_describe_producers_during_a_transaction(target, client, topic, flow):
         assert (got_epoch, last_sequence) == (epoch, 3)
     else:                                             # the marker's new epoch restarts sequences
         assert (got_epoch, last_sequence) == (epoch + 1, -1)
+
+
+def write_markers(client: RawClient, producer_id: int, epoch: int, commit: bool,
+                  coordinator_epoch: int, partitions, version: int = 1,
+                  transaction_version: int = 0) -> list[tuple[str, int, int]]:
+    """WriteTxnMarkers of one marker, as Admin.abortTransaction sends it -> [(topic, partition,
+    error)]."""
+    W = WriteTxnMarkersRequest
+    by_topic: dict[str, list[int]] = {}
+    for name, partition in partitions:
+        by_topic.setdefault(name, []).append(partition)
+    marker = W.WritableTxnMarker(producer_id=producer_id, producer_epoch=epoch,
+                                 transaction_result=commit, coordinator_epoch=coordinator_epoch,
+                                 topics=[W.WritableTxnMarkerTopic(name=n, partition_indexes=ps)
+                                         for n, ps in by_topic.items()])
+    if version >= 2:
+        marker.transaction_version = transaction_version
+    response = client.call(W(markers=[marker]), version)
+    [result] = response.markers
+    assert result.producer_id == producer_id
+    return sorted((t.name, p.partition_index, p.error_code)
+                  for t in result.topics for p in t.partitions)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_write_txn_markers_aborts_a_hanging_transaction(target, client, topic, version):
+    """kafka-transactions.sh abort / Admin.abortTransaction: the producer and coordinator epochs
+    from DescribeProducers, an ABORT marker written straight into the partition; the last
+    stable offset moves past the hanging transaction and read_committed skips its records."""
+    producer = Producer(client, TV1_CLIENTS["kafka-python"])
+    assert producer.init().error_code == E.NONE
+    assert producer.init().error_code == E.NONE          # epoch 1: an older one to refuse
+    pid, epoch = producer.producer_id, producer.epoch
+    assert producer.add_partitions([(topic, 0)]) == [(topic, 0, E.NONE)]
+    assert producer.produce(topic, 0, ["a", "b"]).error_code == E.NONE
+    assert list_offset(client, topic, 0, READ_COMMITTED) == (E.NONE, 0)
+    D = DescribeProducersRequest
+    [state] = client.call(D(topics=[D.TopicRequest(name=topic, partition_indexes=[0])]),
+                          0).topics[0].partitions[0].active_producers
+    assert (state.producer_id, state.producer_epoch, state.current_txn_start_offset) == (
+        pid, epoch, 0)
+
+    # refused: an older producer epoch, a partition that does not exist; nothing written
+    assert write_markers(client, pid, epoch - 1, False, state.coordinator_epoch, [(topic, 0)],
+                         version) == [(topic, 0, E.INVALID_PRODUCER_EPOCH)]
+    assert write_markers(client, pid, -1, False, state.coordinator_epoch, [(topic, 0)],
+                         version) == [(topic, 0, E.UNKNOWN_SERVER_ERROR)]
+    assert write_markers(client, pid, epoch, False, state.coordinator_epoch,
+                         [(topic, 7), ("no-such-topic", 0)], version) == [
+        ("no-such-topic", 0, E.UNKNOWN_TOPIC_OR_PARTITION), (topic, 7, E.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert list_offset(client, topic, 0, READ_COMMITTED) == (E.NONE, 0)
+
+    assert write_markers(client, pid, epoch, False, state.coordinator_epoch, [(topic, 0)],
+                         version) == [(topic, 0, E.NONE)]
+    assert list_offset(client, topic, 0, READ_COMMITTED) == (E.NONE, 3)
+    answer = fetch(client, topic, 0, 0, READ_COMMITTED)
+    assert aborted(answer) == [(pid, 0)]
+    assert batches(answer)[-1][2:6] == (pid, epoch, True, True)
+    assert batches(answer)[-1][6][0] == ABORT
+    [after] = client.call(D(topics=[D.TopicRequest(name=topic, partition_indexes=[0])]),
+                          0).topics[0].partitions[0].active_producers
+    assert after.current_txn_start_offset == -1
+    # the same marker again: the partition has no transaction of that producer open any more
+    assert write_markers(client, pid, epoch, False, state.coordinator_epoch, [(topic, 0)],
+                         version) == [(topic, 0, E.NONE)]
+    assert list_offset(client, topic, 0, READ_COMMITTED) == (E.NONE, 4)
+
+
+def test_write_txn_markers_into_consumer_offsets(target, client, topic):
+    """A marker for a partition of __consumer_offsets goes to the group coordinator: an ABORT
+    drops the transaction's pending offsets, a COMMIT of the next transaction makes them the
+    group's committed offsets."""
+    group = unique("txn-group")
+    commit_offset(client, group, topic, 0, 5)
+    producer = Producer(client, TV1_CLIENTS["kafka-python"])
+    producer.init()
+    pid, epoch = producer.producer_id, producer.epoch
+    offsets_partition = ("__consumer_offsets", partition_for(group))
+    assert producer.add_offsets(group) == E.NONE
+    assert producer.txn_offset_commit(group, {(topic, 0): 7}) == [(topic, 0, E.NONE)]
+    assert offset_fetch(client, group, topic, [0], True) == [
+        (0, -1, "", E.UNSTABLE_OFFSET_COMMIT)]
+    assert write_markers(client, pid, epoch, False, -1, [offsets_partition]) == [
+        (*offsets_partition, E.NONE)]
+    assert offset_fetch(client, group, topic, [0], True) == [(0, 5, "plain", E.NONE)]
+
+    assert producer.txn_offset_commit(group, {(topic, 0): 9}) == [(topic, 0, E.NONE)]
+    assert write_markers(client, pid, epoch, True, -1, [offsets_partition]) == [
+        (*offsets_partition, E.NONE)]
+    assert offset_fetch(client, group, topic, [0], True) == [(0, 9, "txn-9", E.NONE)]

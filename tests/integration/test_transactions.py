@@ -846,3 +846,23 @@ def test_java_commit_abort_agrees_with_kafka(broker, kafka, jar):
                for tag, t in outcome["timings"].items() if tag != "init_ms"})
     assert comparable(on_kbroker, again[0]) == comparable(on_kafka, names[0]), (
         f"kbroker:\n{on_kbroker['context']}\nKafka:\n{on_kafka['context']}")
+
+
+def test_java_admin_aborts_a_hanging_transaction(broker, jar):
+    """kafka-transactions.sh abort, as Admin.abortTransaction: a Java producer leaves a
+    transaction of 3 records open; DescribeProducers finds it (open from offset 0, the last
+    stable offset held there) and WriteTxnMarkers aborts it from outside: the last stable offset
+    moves past its ABORT marker, no transaction stays open and read_committed reads nothing."""
+    topic = unique("txn-hanging")
+    with broker_log_on_failure(broker):
+        run = JavaRun(jar, "txn-abort-hanging", broker.bootstrap, topic,
+                      unique("txn-hanging-id")).check()
+        context = run.context()
+        opened = run.line("step", step="open")["state"]
+        assert (opened["hw"], opened["lso"], opened["start_offset"]) == (
+            {"0": 3}, {"0": 0}, 0), context
+        aborted = run.line("step", step="aborted")
+        assert (aborted["hw"], aborted["lso"], aborted["open_transactions"]) == (
+            {"0": 4}, {"0": 4}, 0), context
+        read = run.line("step", step="read_committed")
+        assert (read["values"], read["position"]) == ([], 4), context

@@ -20,11 +20,13 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
+import org.apache.kafka.clients.admin.AbortTransactionSpec;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.admin.TransactionListing;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -67,6 +69,7 @@ import kbroker.ClientScenarios.Json;
  *   txn-commit-abort BOOTSTRAP TOPIC TRANSACTIONAL_ID GROUP
  *   txn-consume-transform-produce BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID RECORDS
  *   txn-fence BOOTSTRAP TOPIC TRANSACTIONAL_ID
+ *   txn-abort-hanging BOOTSTRAP TOPIC TRANSACTIONAL_ID
  *   streams-wordcount BOOTSTRAP INPUT OUTPUT APPLICATION_ID STATE_DIR LINES HALT_AFTER
  * </pre>
  */
@@ -82,7 +85,7 @@ final class TransactionScenarios {
 
     static boolean handles(String command) {
         return List.of("txn-commit-abort", "txn-consume-transform-produce", "txn-fence",
-                "streams-wordcount").contains(command);
+                "txn-abort-hanging", "streams-wordcount").contains(command);
     }
 
     static void run(String[] args) throws Exception {
@@ -100,6 +103,10 @@ final class TransactionScenarios {
                 expectArgs(args, 4);
                 fence(args[1], args[2], args[3]);
             }
+            case "txn-abort-hanging" -> {
+                expectArgs(args, 4);
+                abortHanging(args[1], args[2], args[3]);
+            }
             case "streams-wordcount" -> {
                 expectArgs(args, 8);
                 wordCount(args[1], args[2], args[3], args[4], args[5], Integer.parseInt(args[6]),
@@ -115,6 +122,7 @@ final class TransactionScenarios {
                 + "  txn-consume-transform-produce BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID"
                 + " RECORDS\n"
                 + "  txn-fence BOOTSTRAP TOPIC TRANSACTIONAL_ID\n"
+                + "  txn-abort-hanging BOOTSTRAP TOPIC TRANSACTIONAL_ID\n"
                 + "  streams-wordcount BOOTSTRAP INPUT OUTPUT APPLICATION_ID STATE_DIR LINES"
                 + " HALT_AFTER";
     }
@@ -587,6 +595,67 @@ final class TransactionScenarios {
     }
 
     // ------------------------------------------------------------------ helpers
+
+    // ------------------------------------------------------------------ txn-abort-hanging
+
+    /**
+     * A transaction left open by its producer is aborted from outside, as
+     * kafka-transactions.sh abort does it: Admin.describeProducers finds the producer with an
+     * open transaction on the partition, Admin.abortTransaction writes the ABORT marker
+     * (WriteTxnMarkers to the partition's leader), and the last stable offset moves past it.
+     */
+    private static void abortHanging(String bootstrap, String topic, String txnId)
+            throws Exception {
+        TopicPartition tp = new TopicPartition(topic, 0);
+        try (Admin admin = admin(bootstrap);
+             KafkaProducer<byte[], byte[]> producer = transactionalProducer(bootstrap, txnId,
+                     Map.of(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, 600_000))) {
+            createTopic(admin, topic, 1);
+            producer.initTransactions();
+            producer.beginTransaction();
+            for (int i = 0; i < 3; i++) {
+                producer.send(new ProducerRecord<>(topic, 0, null, bytes("hanging-" + i)))
+                        .get(30, TimeUnit.SECONDS);
+            }
+            List<TopicPartition> tps = List.of(tp);
+            Json before = new Json().put("hw", endOffsets(admin, tps,
+                    IsolationLevel.READ_UNCOMMITTED))
+                    .put("lso", endOffsets(admin, tps, IsolationLevel.READ_COMMITTED));
+            ProducerState open = admin.describeProducers(tps).partitionResult(tp)
+                    .get(30, TimeUnit.SECONDS).activeProducers().stream()
+                    .filter(p -> p.currentTransactionStartOffset().isPresent())
+                    .findFirst().orElseThrow();
+            before.put("start_offset", open.currentTransactionStartOffset().getAsLong())
+                    .put("producer_epoch", open.producerEpoch());
+            emit(new Json().put("step", "open").put("state", before));
+            admin.abortTransaction(new AbortTransactionSpec(tp, open.producerId(),
+                    (short) open.producerEpoch(), open.coordinatorEpoch().orElse(-1)))
+                    .all().get(30, TimeUnit.SECONDS);
+            long stillOpen = admin.describeProducers(tps).partitionResult(tp)
+                    .get(30, TimeUnit.SECONDS).activeProducers().stream()
+                    .filter(p -> p.currentTransactionStartOffset().isPresent()).count();
+            emit(new Json().put("step", "aborted")
+                    .put("hw", endOffsets(admin, tps, IsolationLevel.READ_UNCOMMITTED))
+                    .put("lso", endOffsets(admin, tps, IsolationLevel.READ_COMMITTED))
+                    .put("open_transactions", stillOpen));
+            List<Object> seen = new ArrayList<>();
+            try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(
+                    consumerProps(bootstrap, IsolationLevel.READ_COMMITTED),
+                    new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+                consumer.assign(tps);
+                consumer.seekToBeginning(tps);
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(3);
+                while (System.nanoTime() < deadline) {
+                    for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {
+                        seen.add(string(r.value()));
+                    }
+                }
+                emit(new Json().put("step", "read_committed").put("values", seen)
+                        .put("position", consumer.position(tp)));
+            }
+            producer.close(Duration.ofSeconds(5));
+        }
+    }
 
     private static List<TopicPartition> partitions(String topic, int n) {
         List<TopicPartition> out = new ArrayList<>();
