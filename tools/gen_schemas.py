@@ -42,7 +42,11 @@ APIS = {
     "DescribeTopicPartitions": None, "ElectLeaders": None, "AlterPartitionReassignments": None,
     "ListPartitionReassignments": None, "AlterReplicaLogDirs": None, "DescribeQuorum": None,
     "ListConfigResources": None, "AlterUserScramCredentials": None,
-    "DescribeUserScramCredentials": None,
+    "DescribeUserScramCredentials": None, "CreateDelegationToken": None,
+    "RenewDelegationToken": None, "ExpireDelegationToken": None,
+    "DescribeDelegationToken": None, "DescribeClientQuotas": None, "AlterClientQuotas": None,
+    "UpdateFeatures": None, "UnregisterBroker": None, "AddRaftVoter": None,
+    "RemoveRaftVoter": None,
 }
 CLIENT_DATA = ["RequestHeader", "ResponseHeader", "ConsumerProtocolSubscription",
                "ConsumerProtocolAssignment", "EndTxnMarker"]

@@ -23,6 +23,8 @@ _MODULES = [
     "alter_partition_reassignments", "list_partition_reassignments", "alter_replica_log_dirs",
     "describe_quorum", "list_config_resources", "sasl_handshake", "sasl_authenticate",
     "alter_user_scram_credentials", "describe_user_scram_credentials", "write_txn_markers",
+    "create_delegation_token", "renew_delegation_token", "expire_delegation_token",
+    "describe_delegation_token",
 ]
 
 

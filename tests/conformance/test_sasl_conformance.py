@@ -500,3 +500,61 @@ def test_other_request_during_authenticate(client):
     assert (response.brokers, response.topics, response.cluster_id, response.controller_id) == (
         [], [], None, -1)
     assert closed_by_peer(client)
+
+
+# -- delegation tokens (no delegation.token.secret.key on either broker)
+
+
+def _token_answers(client: RawClient) -> list:
+    """Each token API's answer, field by field, at its highest version."""
+    from protocol.messages import (CreateDelegationTokenRequest, DescribeDelegationTokenRequest,
+                                   ExpireDelegationTokenRequest, RenewDelegationTokenRequest)
+    C = CreateDelegationTokenRequest
+    created = client.call(C(owner_principal_type=None, owner_principal_name=None, renewers=[
+        C.CreatableRenewers(principal_type="User", principal_name="bob")],
+        max_lifetime_ms=-1), 3)
+    for_bob = client.call(C(owner_principal_type="User", owner_principal_name="bob",
+                            renewers=[], max_lifetime_ms=-1), 3)
+    renewed = client.call(RenewDelegationTokenRequest(hmac=b"x", renew_period_ms=-1), 2)
+    expired = client.call(ExpireDelegationTokenRequest(hmac=b"x", expiry_time_period_ms=-1), 2)
+    described = client.call(DescribeDelegationTokenRequest(owners=None), 3)
+    return [
+        ("create", created.error_code, created.principal_type, created.principal_name,
+         created.token_requester_principal_type, created.token_requester_principal_name,
+         created.token_id, created.hmac, created.issue_timestamp_ms,
+         created.expiry_timestamp_ms, created.max_timestamp_ms),
+        ("create for bob", for_bob.error_code, for_bob.principal_type, for_bob.principal_name,
+         for_bob.token_requester_principal_name),
+        ("renew", renewed.error_code, renewed.expiry_timestamp_ms),
+        ("expire", expired.error_code, expired.expiry_timestamp_ms),
+        ("describe", described.error_code, described.tokens),
+    ]
+
+
+def test_delegation_tokens_on_a_plaintext_listener_are_not_allowed(target):
+    client = target.plain()
+    try:
+        assert _token_answers(client) == [
+            ("create", E.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, "User", "ANONYMOUS", "User",
+             "ANONYMOUS", "", b"", -1, -1, -1),
+            ("create for bob", E.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, "User", "bob",
+             "ANONYMOUS"),
+            ("renew", E.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, -1),
+            ("expire", E.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, -1),
+            ("describe", E.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, []),
+        ]
+    finally:
+        client.close()
+
+
+def test_delegation_tokens_without_a_secret_key_are_disabled(client):
+    assert handshake(client, "PLAIN").error_code == 0
+    assert authenticate(client, plain_token("alice", ALICE_PASSWORD)).error_code == 0
+    assert _token_answers(client) == [
+        ("create", E.DELEGATION_TOKEN_AUTH_DISABLED, "User", "alice", "User", "alice", "", b"",
+         0, 0, 0),
+        ("create for bob", E.DELEGATION_TOKEN_AUTH_DISABLED, "User", "bob", "alice"),
+        ("renew", E.DELEGATION_TOKEN_AUTH_DISABLED, 0),
+        ("expire", E.DELEGATION_TOKEN_AUTH_DISABLED, 0),
+        ("describe", E.DELEGATION_TOKEN_AUTH_DISABLED, []),
+    ]

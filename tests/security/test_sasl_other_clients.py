@@ -192,3 +192,20 @@ def test_kcat_wrong_password(broker, mechanism):
     result = _kcat(broker, mechanism, "wrong", "-L", "-m", "2")
     assert result.returncode != 0
     assert "Authentication failed" in result.stderr or "authentication" in result.stderr.lower()
+
+
+def test_java_admin_delegation_tokens_are_disabled(broker, tmp_path):
+    """Without delegation.token.secret.key (which this broker does not serve yet) Kafka answers
+    every token request DELEGATION_TOKEN_AUTH_DISABLED; the Java admin raises
+    DelegationTokenDisabledException for it (tests/conformance/test_sasl_conformance.py compares
+    the raw answers with Kafka 4.3.1's)."""
+    cmd = ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", JAR,
+           "kbroker.SaslScenarios", "delegation-tokens", broker.bootstrap,
+           _java_props(tmp_path, "SCRAM-SHA-512", ALICE_PASSWORD)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    disabled = "org.apache.kafka.common.errors.DelegationTokenDisabledException"
+    assert [(line["api"], line.get("error"), "token_id" in line, "tokens" in line)
+            for line in lines] == [("create", disabled, False, False),
+                                   ("describe", disabled, False, False)]

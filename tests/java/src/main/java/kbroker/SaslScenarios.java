@@ -22,6 +22,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *
  * <pre>
  *   java -cp client-scenarios.jar kbroker.SaslScenarios produce-consume BOOTSTRAP TOPIC GROUP N PROPS [SECONDS]
+ *   java -cp client-scenarios.jar kbroker.SaslScenarios delegation-tokens BOOTSTRAP PROPS
  * </pre>
  *
  * PROPS is a properties file with the client's security settings (security.protocol,
@@ -35,6 +36,10 @@ public final class SaslScenarios {
     }
 
     public static void main(String[] args) throws Exception {
+        if (args.length == 3 && args[0].equals("delegation-tokens")) {
+            delegationTokens(args[1], args[2]);
+            System.exit(0);
+        }
         if (args.length < 6 || !args[0].equals("produce-consume")) {
             System.err.println("usage: produce-consume BOOTSTRAP TOPIC GROUP N PROPS [SECONDS]");
             System.exit(64);
@@ -60,6 +65,44 @@ public final class SaslScenarios {
             System.exit(2);
         }
         System.exit(0);
+    }
+
+    /**
+     * Admin.createDelegationToken and Admin.describeDelegationToken: one JSON line each with
+     * the token's id, or the exception the client raised and its root cause.
+     */
+    static void delegationTokens(String bootstrap, String propsFile) throws Exception {
+        Properties props = new Properties();
+        try (InputStream in = new FileInputStream(propsFile)) {
+            props.load(in);
+        }
+        props.put(org.apache.kafka.clients.admin.AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG,
+                bootstrap);
+        props.put(org.apache.kafka.clients.admin.AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG,
+                15000);
+        props.put(org.apache.kafka.clients.admin.AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG,
+                15000);
+        try (org.apache.kafka.clients.admin.Admin admin =
+                     org.apache.kafka.clients.admin.Admin.create(props)) {
+            ClientScenarios.Json created = new ClientScenarios.Json().put("api", "create");
+            try {
+                created.put("token_id", admin.createDelegationToken().delegationToken()
+                        .get(15, java.util.concurrent.TimeUnit.SECONDS).tokenInfo().tokenId());
+            } catch (java.util.concurrent.ExecutionException e) {
+                created.put("error", e.getCause().getClass().getName())
+                        .put("message", String.valueOf(e.getCause().getMessage()));
+            }
+            ClientScenarios.emit(created);
+            ClientScenarios.Json described = new ClientScenarios.Json().put("api", "describe");
+            try {
+                described.put("tokens", admin.describeDelegationToken().delegationTokens()
+                        .get(15, java.util.concurrent.TimeUnit.SECONDS).size());
+            } catch (java.util.concurrent.ExecutionException e) {
+                described.put("error", e.getCause().getClass().getName())
+                        .put("message", String.valueOf(e.getCause().getMessage()));
+            }
+            ClientScenarios.emit(described);
+        }
     }
 
     static void run(String bootstrap, String topic, String group, int n, Properties security,
