@@ -972,7 +972,7 @@ class Server:
         self.loop = loop
         if self.tls:
             self.tls_read_buffer = memoryview(
-                bytearray(asyncio.sslproto.SSLProtocol.max_size))
+                bytearray(tls.ServerTlsProtocol.max_size))
         cluster = self.broker.cluster
         for index, node in enumerate(cluster.node_ids):
             self._listen(loop, node, index)
