@@ -133,9 +133,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "RULE:pattern/replacement/[LU] and DEFAULT rules mapping a client certificate's "
             "distinguished name to the User: principal."),
     Setting("ssl.handshake.timeout.ms", int, 10000,
-            "kbroker's own (Kafka has no such bound): a connection of an SSL or SASL_SSL "
-            "listener whose TLS handshake has not finished this long after it was accepted is "
-            "closed (or after connections.max.idle.ms when that is shorter)."),
+            "A connection of an SSL or SASL_SSL listener whose TLS handshake has not finished "
+            "this long after it was accepted is closed, or after connections.max.idle.ms when "
+            "that is shorter (not a Kafka setting: Kafka bounds a handshake only by "
+            "connections.max.idle.ms)."),
     Setting("ssl.endpoint.identification.algorithm", _str, "https",
             "Clients' server host name check; accepted as Kafka does, a broker does not use it."),
     Setting("authorizer.class.name", _str, "",
