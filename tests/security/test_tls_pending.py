@@ -229,3 +229,35 @@ async def hello_in_pieces(certs):
 @pytest.mark.parametrize("loop_name", LOOPS)
 def test_a_client_hello_in_pieces_makes_a_working_connection(certs, loop_name):
     assert run(loop_name, hello_in_pieces, certs) == 7  # the answer's correlation id
+
+
+async def pending_when_its_node_goes_down(certs):
+    broker = Broker(broker_config(certs, nodes=2))
+    await broker.start()
+    try:
+        server = broker.server
+        node = broker.cluster.node_ids[1]
+        ports = {n: server.node_bound[("SSL", n)][1] for n in broker.cluster.node_ids}
+        with capture_logs() as logs:
+            clients = [await asyncio.open_connection("127.0.0.1", port)
+                       for port in ports.values()]
+            await until(lambda: len(server.handshaking) == 2, "both accepted")
+            closed = server.node_down(node)
+            down = await asyncio.wait_for(read_until_closed(clients[1][0]), GUARD_S)
+            left = [(p.node, p.conn) for p in server.handshaking]
+            total = server.quotas.total
+            for _, writer in clients:
+                writer.close()
+        return closed, down, left, total, broker.cluster.node_ids, logs
+    finally:
+        await broker.stop()
+
+
+def test_a_node_going_down_closes_its_pending_handshakes(certs):
+    closed, down, left, total, (up, node), logs = run("uvloop", pending_when_its_node_goes_down,
+                                                      certs)
+    assert closed == 1 and down == b""
+    # the other node's pending connection stays, and holds the only slot
+    assert left == [(up, None)] and total == 1
+    closing = [e for e in logs if e["event"] == "closing connection"]
+    assert [e["reason"] for e in closing] == [f"node {node} is down"]
