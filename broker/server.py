@@ -687,14 +687,16 @@ class PendingTls(asyncio.Protocol):
         if self.timer is not None:
             self.timer.cancel()  # from here SSLProtocol bounds the handshake, to the same end
             self.timer = None
-        conn = self.conn = KafkaConnection(server.broker, self.listener, self.node)
-        conn.quota_host, self.quota_host = self.quota_host, None
+        conn = KafkaConnection(server.broker, self.listener, self.node)
         waiter = loop.create_future()
-        waiter.add_done_callback(self._handshake_done)
         tls_protocol = tls.ServerTlsProtocol(
             loop, conn, self.listener_tls.context, waiter, server_side=True,
             ssl_handshake_timeout=max(self.deadline - loop.time(), 0.001),
             read_buffer=server.tls_read_buffer)
+        # made: from here the connection, not this, holds the slot and ends the handshake
+        self.conn = conn
+        conn.quota_host, self.quota_host = self.quota_host, None
+        waiter.add_done_callback(self._handshake_done)
         transport = self.transport
         head, self.head = self.head, None
         transport.pause_reading()
