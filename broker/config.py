@@ -132,6 +132,11 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("ssl.principal.mapping.rules", _str, "DEFAULT",
             "RULE:pattern/replacement/[LU] and DEFAULT rules mapping a client certificate's "
             "distinguished name to the User: principal."),
+    Setting("ssl.handshake.timeout.ms", int, 10000,
+            "A connection of an SSL or SASL_SSL listener whose TLS handshake has not finished "
+            "this long after it was accepted is closed, or after connections.max.idle.ms when "
+            "that is shorter (not a Kafka setting: Kafka bounds a handshake only by "
+            "connections.max.idle.ms)."),
     Setting("ssl.endpoint.identification.algorithm", _str, "https",
             "Clients' server host name check; accepted as Kafka does, a broker does not use it."),
     Setting("authorizer.class.name", _str, "",
@@ -477,7 +482,7 @@ class BrokerConfig:
         for name in ("num.partitions", "offsets.topic.num.partitions",
                      "transaction.state.log.num.partitions", "transaction.max.timeout.ms",
                      "socket.request.max.bytes",
-                     "message.max.bytes", "queued.max.requests"):
+                     "message.max.bytes", "queued.max.requests", "ssl.handshake.timeout.ms"):
             if self[name] < 1:
                 raise ConfigError(f"{name} must be at least 1, got {self[name]}")
         for name in ("max.connections", "max.connections.per.ip"):

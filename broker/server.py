@@ -654,6 +654,139 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 transport.close()
 
 
+class PendingTls(asyncio.Protocol):
+    """A connection of an SSL or SASL_SSL listener until its TLS handshake is over.
+
+    A client that connects and sends nothing, or part of a ClientHello, costs only this and its
+    socket's transport: the bytes that came are kept until its first TLS record is whole, and
+    only then are the SSL object, the TLS protocol (tls.ServerTlsProtocol) and the
+    KafkaConnection made and given those bytes. One bound, tls.handshake_timeout_s from the
+    accept, covers both stages: past it the connection is closed with one line."""
+
+    __slots__ = ("server", "listener", "node", "listener_tls", "peer", "quota_host", "head",
+                 "deadline", "timer", "transport", "conn", "finished")
+
+    def __init__(self, server: "Server", listener: str, node: int, listener_tls, address,
+                 deadline: float) -> None:
+        self.server = server
+        self.listener = listener
+        self.node = node
+        self.listener_tls = listener_tls
+        self.peer = f"{address[0]}:{address[1]}"
+        #: the slot of the connection quotas it holds, handed to its KafkaConnection
+        self.quota_host: str | None = address[0]
+        self.head = bytearray()
+        self.deadline = deadline  # loop time
+        self.timer = None
+        self.transport = None
+        self.conn: KafkaConnection | None = None
+        #: the handshake is over, or the connection closed: nothing more to do
+        self.finished = False
+
+    def start(self, loop) -> None:
+        self.timer = loop.call_at(self.deadline, self._expired)
+
+    # -- before the first TLS record
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        if self.finished:  # expired or abandoned while the transport was being made
+            transport.abort()
+
+    def data_received(self, data: bytes) -> None:
+        if self.finished or self.conn is not None:
+            return
+        head = self.head
+        head += data
+        if tls.first_record_end(head) is not None:
+            self._start_tls()
+
+    def eof_received(self) -> None:
+        return None  # the transport closes; connection_lost says why
+
+    def connection_lost(self, exc) -> None:
+        if self.conn is None and not self.finished:
+            self._fail(tls.handshake_failure(exc) if exc is not None else
+                       "TLS handshake failed: the client closed the connection")
+
+    def _expired(self) -> None:
+        self.timer = None
+        if self.conn is None and not self.finished:
+            self._fail("TLS handshake did not finish in time")
+
+    # -- the handshake
+
+    def _start_tls(self) -> None:
+        """The first record is whole: make the TLS state and the connection, switch the
+        transport to them (as loop.start_tls does) and give them what came."""
+        server = self.server
+        loop = server.loop
+        if self.timer is not None:
+            self.timer.cancel()  # from here SSLProtocol bounds the handshake, to the same end
+            self.timer = None
+        conn = KafkaConnection(server.broker, self.listener, self.node)
+        waiter = loop.create_future()
+        tls_protocol = tls.ServerTlsProtocol(
+            loop, conn, self.listener_tls.context, waiter, server_side=True,
+            ssl_handshake_timeout=max(self.deadline - loop.time(), 0.001),
+            read_buffer=server.tls_read_buffer)
+        # made: from here the connection, not this, holds the slot and ends the handshake
+        self.conn = conn
+        conn.quota_host, self.quota_host = self.quota_host, None
+        waiter.add_done_callback(self._handshake_done)
+        transport = self.transport
+        head, self.head = self.head, None
+        transport.pause_reading()
+        transport.set_protocol(tls_protocol)
+        tls_protocol.connection_made(transport)
+        view, offset = memoryview(head), 0
+        while offset < len(head) and not transport.is_closing():
+            buffer = tls_protocol.get_buffer(len(head) - offset)
+            n = min(len(buffer), len(head) - offset)
+            buffer[:n] = view[offset:offset + n]
+            offset += n
+            tls_protocol.buffer_updated(n)
+        view.release()
+        if not transport.is_closing():
+            transport.resume_reading()
+
+    def _handshake_done(self, waiter: asyncio.Future) -> None:
+        conn = self.conn
+        if self.finished:
+            return
+        exc = None if waiter.cancelled() else waiter.exception()
+        if exc is None and conn.transport is not None:  # connection_made: the handshake is over
+            self.finished = True
+            self.server.handshaking.discard(self)
+            return
+        self._fail(tls.handshake_failure(exc) if exc is not None else
+                   "TLS handshake failed: the connection closed during the handshake")
+
+    # -- the end of a handshake that did not finish
+
+    def _fail(self, reason: str) -> None:
+        log.warning("closing connection", peer=self.peer, listener=self.listener, reason=reason)
+        self.server.broker.metrics.connection_rejected("TLS handshake failed")
+        self.abandon()
+
+    def abandon(self) -> None:
+        """Close without a line (the broker stops, its node goes down, or _fail said why); the
+        slot of the connection quotas is given back."""
+        if self.finished:
+            return
+        self.finished = True
+        self.head = None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        server = self.server
+        server.handshaking.discard(self)
+        server.uncount(self.conn if self.conn is not None else self)
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.abort()
+
+
 def resolve_ip_overrides(overrides) -> dict[str, int]:
     """max.connections.per.ip.overrides ((host, count) pairs) by the addresses connections come
     from: host names resolved, as Kafka resolves them once at start."""
@@ -839,8 +972,8 @@ class Server:
         self.clock = broker.clock
         #: each node's acceptor tasks, one per listening socket
         self.node_acceptors: dict[int, list[asyncio.Task]] = {}
-        #: accepted sockets being handed to the loop, TLS handshakes included (Server._connect,
-        #: Server._handshake): each its own task, the acceptor never waits for one
+        #: accepted sockets being handed to the loop (Server._connect): each its own task, the
+        #: acceptor never waits for one
         self.connecting: set[asyncio.Task] = set()
         self.connections: set[KafkaConnection] = set()
         self.bound: dict[str, tuple[str, int]] = {}  # the first node's, by listener
@@ -869,6 +1002,12 @@ class Server:
         self.wake_scheduled = False
         #: SSL and SASL_SSL listeners' TLS (broker/security/tls.py), by listener name
         self.tls: dict[str, tls.ListenerTls] = {}
+        #: TLS connections whose handshake is not over (PendingTls)
+        self.handshaking: set[PendingTls] = set()
+        #: what every TLS connection reads its socket into (tls.ServerTlsProtocol)
+        self.tls_read_buffer: memoryview | None = None
+        self.handshake_timeout_s = tls.handshake_timeout_s(config)
+        self.loop = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -876,6 +1015,10 @@ class Server:
         self.quotas.overrides = resolve_ip_overrides(
             self.broker.config["max.connections.per.ip.overrides"])
         self.tls = tls.listener_contexts(self.broker.config)
+        self.loop = loop
+        if self.tls:
+            self.tls_read_buffer = memoryview(
+                bytearray(tls.ServerTlsProtocol.max_size))
         cluster = self.broker.cluster
         for index, node in enumerate(cluster.node_ids):
             self._listen(loop, node, index)
@@ -914,6 +1057,12 @@ class Server:
         for conn in list(self.connections):
             if conn.node_id == node and not conn.closed:
                 conn.drop(f"node {node} is down")
+                closed += 1
+        for pending in list(self.handshaking):
+            if pending.node == node:
+                log.info("closing connection", peer=pending.peer, listener=pending.listener,
+                         reason=f"node {node} is down")
+                pending.abandon()
                 closed += 1
         return closed
 
@@ -967,13 +1116,16 @@ class Server:
                                     "max.connections.per.ip", host=host,
                                     limit=quotas.limit(host))
                 continue
-            protocol = KafkaConnection(self.broker, listener, node)
-            protocol.quota_host = host
             listener_tls = self.tls.get(listener)
             if listener_tls is not None:
-                handover = self._handshake(protocol, conn, listener_tls, address)
+                protocol = PendingTls(self, listener, node, listener_tls, address,
+                                      loop.time() + self.handshake_timeout_s)
+                self.handshaking.add(protocol)
+                protocol.start(loop)
             else:
-                handover = self._connect(loop, protocol, conn, host)
+                protocol = KafkaConnection(self.broker, listener, node)
+                protocol.quota_host = host
+            handover = self._connect(loop, protocol, conn, host)
             task = loop.create_task(handover)
             self.connecting.add(task)
             task.add_done_callback(self.connecting.discard)
@@ -986,35 +1138,11 @@ class Server:
             await loop.connect_accepted_socket(lambda: protocol, conn)
         except Exception as exc:  # noqa: BLE001 - one bad socket must not stop accepting
             log.warning("accepting a connection failed", peer=host, error=str(exc))
-            self.uncount(protocol)
+            if isinstance(protocol, PendingTls):
+                protocol.abandon()
+            else:
+                self.uncount(protocol)
             conn.close()
-
-    async def _handshake(self, protocol: KafkaConnection, conn: socket.socket,
-                         listener_tls: "tls.ListenerTls", address) -> None:
-        """A TLS connection: the handshake, bounded by tls.handshake_timeout_s, then the
-        connection is made. A client that sends no TLS, or never finishes, is closed with one
-        line; its slot of the connection quotas is given back."""
-        loop = asyncio.get_running_loop()
-        handshake = loop.create_future()
-        tls_protocol = tls.ServerTlsProtocol(
-            loop, protocol, listener_tls.context, handshake, server_side=True,
-            ssl_handshake_timeout=tls.handshake_timeout_s(self.broker.config))
-        transport = None
-        try:
-            transport, _ = await loop.connect_accepted_socket(lambda: tls_protocol, conn)
-            await handshake
-        except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 - its own connection
-            peer = f"{address[0]}:{address[1]}"
-            self.uncount(protocol)
-            if transport is None:
-                conn.close()
-            elif not transport.is_closing():
-                transport.abort()
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            log.warning("closing connection", peer=peer, listener=protocol.listener,
-                        reason=tls.handshake_failure(exc))
-            self.broker.metrics.connection_rejected("TLS handshake failed")
 
     @staticmethod
     async def _acceptable(loop, sock: socket.socket) -> None:
@@ -1159,6 +1287,8 @@ class Server:
             task.cancel()  # each closes its listening socket as it ends
         for task in list(self.connecting):
             task.cancel()
+        for pending in list(self.handshaking):
+            pending.abandon()
         for handle in (self.idle_check, self.trim):
             if handle is not None:
                 handle.cancel()

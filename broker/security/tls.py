@@ -36,8 +36,12 @@ log = structlog.get_logger("broker.security")
 
 #: the security protocols whose listeners speak TLS
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
-#: a handshake must finish within this (or connections.max.idle.ms when that is shorter)
-HANDSHAKE_TIMEOUT_MS = 60_000
+#: a TLS record's header: content type, protocol version, length of what follows
+RECORD_HEADER = 5
+#: the content type of a handshake record (a ClientHello comes in one)
+HANDSHAKE_RECORD = 0x16
+#: the most a TLS record may hold after its header (2^14 + 2048, TLSCiphertext of RFC 5246)
+MAX_RECORD = 16384 + 2048
 
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
                "required": ssl.CERT_REQUIRED}
@@ -654,10 +658,41 @@ def listener_contexts(config) -> dict[str, ListenerTls]:
     return out
 
 
+def first_record_end(head) -> int | None:
+    """Where the first TLS record of ``head`` (what a client sent so far) ends, or None while it
+    has not all arrived. Bytes that are no handshake record, or a length past MAX_RECORD, end it
+    at once: OpenSSL is handed them and refuses them as it does."""
+    if head and head[0] != HANDSHAKE_RECORD:
+        return len(head)
+    if len(head) < RECORD_HEADER:
+        return None
+    length = int.from_bytes(head[3:5], "big")
+    if length > MAX_RECORD:
+        return len(head)
+    end = RECORD_HEADER + length
+    return end if len(head) >= end else None
+
+
+def handshake_timeout_s(config) -> float:
+    """ssl.handshake.timeout.ms, or connections.max.idle.ms when that is shorter (a connection
+    in its handshake is idle to Kafka's broker, which has no other bound)."""
+    bound = config["ssl.handshake.timeout.ms"]
+    idle = config["connections.max.idle.ms"]
+    if idle >= 0:
+        bound = min(bound, idle)
+    return max(bound, 1) / 1000.0
+
+
 class ServerTlsProtocol(asyncio.sslproto.SSLProtocol):
     """The server side of one TLS connection, between the socket's transport and the Kafka
     connection: asyncio's TLS protocol, except that a failed handshake sends its alert before
-    the connection closes.
+    the connection closes, and that what the socket gives is read into a buffer shared by all
+    of the loop's TLS connections.
+
+    SSLProtocol gives every connection a 256 KiB bytearray (``max_size``) to read into, zeroed
+    and so resident at once; its buffer_updated copies what was read into the SSL object's
+    incoming MemoryBIO before anything else, and transports call get_buffer and buffer_updated
+    back to back, so one buffer per loop serves every connection.
 
     Kafka's SSL engine writes the alert (certificate_required, handshake_failure, ...) and then
     closes; asyncio's and uvloop's own TLS transports drop it, so the client saw only an end of
@@ -665,6 +700,16 @@ class ServerTlsProtocol(asyncio.sslproto.SSLProtocol):
     once; it takes an end of stream for a lost connection and retries until its timeout (1 s on
     Kafka against 5 s or more here for a client without a certificate on an mTLS listener).
     """
+
+    def __init__(self, *args, read_buffer: memoryview, **kwargs) -> None:
+        self.max_size = 0  # SSLProtocol.__init__ would allocate max_size bytes to read into
+        super().__init__(*args, **kwargs)
+        del self.max_size  # the class's again: the most one read of decrypted data takes
+        self._ssl_buffer = read_buffer.obj
+        self._ssl_buffer_view = read_buffer
+
+    def get_buffer(self, n):
+        return self._ssl_buffer_view
 
     def _on_handshake_complete(self, handshake_exc):
         if handshake_exc is not None and self._transport is not None:
@@ -696,9 +741,3 @@ def is_tls_error(exc) -> bool:
 
 def tls_error(exc: ssl.SSLError) -> str:
     return f"TLS error: {exc.reason or exc}"
-
-
-def handshake_timeout_s(config) -> float:
-    idle = config["connections.max.idle.ms"]
-    bound = HANDSHAKE_TIMEOUT_MS if idle < 0 else min(idle, HANDSHAKE_TIMEOUT_MS)
-    return max(bound, 1) / 1000.0

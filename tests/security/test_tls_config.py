@@ -16,7 +16,7 @@ from cryptography.x509.oid import NameOID
 from broker.config import BrokerConfig, ConfigError, read_environment
 from broker.security import ANONYMOUS, KafkaPrincipal
 from broker.security.tls import (ListenerTls, NoMatchingRule, PrincipalMapper, TlsConfigError,
-                                 listener_contexts, listener_ssl_settings,
+                                 handshake_timeout_s, listener_contexts, listener_ssl_settings,
                                  openssl_cipher_name, rfc2253_name)
 
 # ---------------------------------------------------------------- ssl.principal.mapping.rules
@@ -164,6 +164,17 @@ def test_kafka_defaults():
     assert config["ssl.protocol"] == "TLSv1.3"
     assert config["ssl.enabled.protocols"] == ("TLSv1.2", "TLSv1.3")
     assert config["ssl.principal.mapping.rules"] == "DEFAULT"
+
+
+def test_handshake_bound():
+    """ssl.handshake.timeout.ms (kbroker's own, 10 s), or connections.max.idle.ms when shorter;
+    a bound of 0 or less is refused."""
+    assert handshake_timeout_s(BrokerConfig({})) == 10.0
+    assert handshake_timeout_s(BrokerConfig({"connections.max.idle.ms": 1000})) == 1.0
+    assert handshake_timeout_s(BrokerConfig({"connections.max.idle.ms": -1})) == 10.0
+    assert handshake_timeout_s(BrokerConfig({"ssl.handshake.timeout.ms": 60000})) == 60.0
+    with pytest.raises(ConfigError, match="ssl.handshake.timeout.ms must be at least 1"):
+        BrokerConfig({"ssl.handshake.timeout.ms": 0})
 
 
 def test_pkcs12_keystore_and_truststore(certs):
