@@ -9,6 +9,7 @@ no node down, no record value in the answer); what legitimate tools send keeps w
 """
 from __future__ import annotations
 
+import asyncio
 import base64
 import http.client
 import json
@@ -310,7 +311,7 @@ def test_a_failed_login_is_answered_after_the_failed_authentication_delay(secure
         assert as_user(secured, "alice", "GET", "/api/topics")[0] == 200
         assert held == [0.25] * 4
     finally:
-        secured.call(setattr, secured.broker.http, "pause", __import__("asyncio").sleep)
+        secured.call(setattr, secured.broker.http, "pause", asyncio.sleep)
 
 
 def test_a_user_sees_only_the_topics_and_records_its_acls_allow(secured, topics):
@@ -391,3 +392,11 @@ def test_faults_and_nodes_need_the_cluster_acls(secured, topics):
     status, added = as_user(secured, "admin", "POST", "/faults", FAULT)
     assert status == 201
     assert as_user(secured, "admin", "DELETE", "/faults") == (200, {"cleared": 1})
+
+
+def test_the_broker_view_never_shows_a_secret_setting(secured, topics):
+    status, body = as_user(secured, "admin", "GET", "/api/broker")
+    assert status == 200
+    shown = {s["name"]: s["value"] for s in body["settings"]}
+    assert shown["sasl.scram.bootstrap.credentials"] == "[hidden]"
+    assert "bob-pw" not in json.dumps(body)

@@ -69,8 +69,7 @@ class Console:
                 .read_bytes()
         return "200 OK", ctype, body
 
-    async def handle(self, method: str, target: str, headers: dict, body: bytes,
-                     caller) -> Answer:
+    async def handle(self, method: str, target: str, body: bytes, caller) -> Answer:
         path, _, query_text = target.partition("?")
         if path in STATIC:
             if method not in ("GET", "HEAD"):

@@ -220,7 +220,7 @@ class HttpServer:
             data = await body(MAX_BODY)
             if data is None:
                 return "413 Payload Too Large", "text/plain", b"too large\n"
-            return await console.handle(method, target, headers, data, caller)
+            return await console.handle(method, target, data, caller)
         if not caller.may(AclOperation.ALTER if writing else AclOperation.DESCRIBE,
                           ResourceType.CLUSTER, CLUSTER_NAME):
             return json_answer("403 Forbidden", {
