@@ -400,3 +400,10 @@ def test_the_broker_view_never_shows_a_secret_setting(secured, topics):
     shown = {s["name"]: s["value"] for s in body["settings"]}
     assert shown["sasl.scram.bootstrap.credentials"] == "[hidden]"
     assert "bob-pw" not in json.dumps(body)
+
+
+def test_the_http_package_is_part_of_the_wheel():
+    """setuptools finds packages by their __init__.py: without one the image has no server."""
+    from setuptools import find_packages
+    from tests.support import ROOT
+    assert "broker.http" in find_packages(ROOT, include=["broker*"])
