@@ -68,7 +68,8 @@ class ActionError(Exception):
 
 class _Connection:
     """What handlers may look at of a connection (the Produce handler keys its queue of
-    waiting requests by it): the console is a loopback PLAINTEXT client."""
+    waiting requests by it): the console is a PLAINTEXT client at the HTTP request's address,
+    as the HTTP login's principal."""
 
     def __init__(self, listener: str, security_protocol: str, peer: str,
                  principal=ANONYMOUS) -> None:
