@@ -2,7 +2,12 @@
 # kbroker, a Kafka-compatible broker, as a container image:
 #
 #   docker build -t kbroker .
-#   docker run -p 9092:9092 -p 9404:9404 kbroker
+#   docker run -p 9092:9092 -p 127.0.0.1:9404:9404 kbroker
+#
+# The HTTP port (9404: /metrics, /health, /ready and the web console) is published on the host's
+# loopback only: without an authorizer the console shows every topic's records to whoever
+# reaches it. Its write requests (/faults, /nodes) are off here, as metrics.host is 0.0.0.0
+# (KAFKA_METRICS_WRITE_ENABLE=true turns them on).
 #
 # Settings come from environment variables named like the flags' Kafka settings, Kafka-image style
 # (KAFKA_LISTENERS, KAFKA_ADVERTISED_LISTENERS, KAFKA_NUM_PARTITIONS, ...; KBROKER_* works too).

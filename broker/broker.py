@@ -13,6 +13,7 @@ from .offsets_topic import build_coordinator, load_all
 from .producer_ids import ProducerIdManager
 from .security.sasl import SaslServers
 from .security.scram import ScramCredentialStore
+from .http.server import HttpServer
 from .metrics import Metrics
 from .security.authorization import Authorization
 from .server import Server
@@ -62,6 +63,8 @@ class Broker:
             self.coordinator.topic_filter = self.authorizer.describable_topics
         self.coordinator.stats.on_group_stable = self.metrics.group_stable
         self.transactions = build_transaction_coordinator(self)
+        #: the HTTP port: /metrics, /health, /ready, the console, /faults and /nodes
+        self.http = HttpServer(self)
 
     def advertised(self, listener: str, node: int | None = None) -> tuple[str, int]:
         """(host, port) clients should use for a node (this one by default) when connected via
@@ -101,7 +104,7 @@ class Broker:
         begin_loading_all(self, self.coordinator, OFFSETS_TOPIC)
         begin_loading_all(self, self.transactions, TRANSACTION_STATE_TOPIC)
         await self.server.start()
-        await self.metrics.serve()
+        await self.http.serve()
         await load_all(self)
         await load_transactions(self)
         self._schedule_log_maintenance()
@@ -213,6 +216,6 @@ class Broker:
         await self.server.stop()
         await self.topics.logs.stop_cleaner()
         self.timer_driver.stop()
-        self.metrics.stop()
+        self.http.stop()
         self.topics.close()
         log.info("broker stopped")

@@ -60,6 +60,13 @@ def _ip_overrides(value) -> tuple:
     return tuple(out)
 
 
+def _bool_or_auto(value):
+    """true, false or auto (a setting whose default depends on another one)."""
+    if str(value).strip().lower() == "auto":
+        return "auto"
+    return _bool(value)
+
+
 def _list(value) -> tuple:
     if isinstance(value, (list, tuple)):
         return tuple(str(v).strip() for v in value)
@@ -302,6 +309,14 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "transaction before appending transactional batches (KIP-890)."),
     Setting("metrics.port", int, 9404, "HTTP port for /metrics, /health and /ready (0 = off)."),
     Setting("metrics.host", _str, "127.0.0.1", "Address the metrics endpoint binds."),
+    Setting("metrics.write.enable", _bool_or_auto, "auto",
+            "Serve the metrics endpoint's write requests, POST/DELETE /faults and POST "
+            "/nodes/<id>/down|up: true, false, or auto = only when metrics.host is a loopback "
+            "address (the embedded broker and the pytest plugin set true)."),
+    Setting("metrics.allowed.hosts", _list, (),
+            "Host names, besides addresses, localhost, metrics.host and the advertised "
+            "listeners' hosts, by which the console, its API, /faults and /nodes may be reached "
+            "(a proxy's or container's name); others are refused against DNS rebinding."),
     Setting("console.enable", _bool, True,
             "Serve the web console (broker/console) at / on the metrics endpoint."),
     Setting("console.actions.enable", _bool, False,

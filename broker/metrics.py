@@ -1,6 +1,5 @@
 """Prometheus metrics for the broker, on a registry of its own (several brokers per process in
-tests), served over HTTP with /metrics, /health and /ready on ``metrics.port`` (default 9404;
-0 turns the endpoint off), which also serves /faults and the web console (broker/console) at /.
+tests), scraped at /metrics of the broker's HTTP port (broker/http/server.py).
 
 Two kinds of series:
 
@@ -12,24 +11,17 @@ Two kinds of series:
 """
 from __future__ import annotations
 
-import asyncio
-import errno
-import json
 import struct
 from bisect import bisect_left
 
-import structlog
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
 )
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from protocol.errors import ErrorCode
-
-log = structlog.get_logger("broker.metrics")
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
                    10, 30)
@@ -41,15 +33,6 @@ _BATCH_HEADER = struct.Struct(">qi")      # base offset, batch length (bytes aft
 _RECORDS_COUNT = struct.Struct(">i")      # at byte 57 of a v2 record batch
 _RECORDS_COUNT_AT = 57
 _BATCH_OVERHEAD = 12                      # base offset + length fields
-#: largest body POST /faults reads
-MAX_FAULT_BODY = 1 << 20
-#: most header lines one HTTP request may send
-MAX_HEADERS = 100
-#: seconds a client has to send a request's line, headers and body, all together
-HTTP_READ_TIMEOUT_S = 10
-#: HTTP connections served at once (scrapes, the console's polls and actions); more are
-#: answered 503 at once
-MAX_HTTP_CONNECTIONS = 64
 
 
 def _error_paths(response_cls) -> tuple[tuple[str, ...], ...]:
@@ -340,16 +323,6 @@ class Metrics:
         self.bytes_out = self.traffic.bytes_out
         self._error_children: dict = {}
         self._error_paths: dict = {}
-        self.http_server = None
-        self.bound = None
-        self.http_open = 0
-        #: the web console (broker/console), served on this endpoint unless console.enable is
-        #: false
-        self.console = None
-        config = getattr(broker, "config", None)
-        if config is not None and config["console.enable"]:
-            from .console import Console
-            self.console = Console(broker)
 
     # -- hot-path hooks (cheap: cached label children)
 
@@ -417,177 +390,3 @@ class Metrics:
                 self.fetched_bytes.labels(t.topic).inc(size)
                 if records:
                     self.fetched_records.labels(t.topic).inc(records)
-
-    # -- readiness
-
-    def readiness(self) -> tuple[bool, str]:
-        """(ready, why): listeners bound and every coordinator shard loaded."""
-        broker = self.broker
-        if not getattr(broker, "ready", False):
-            return False, "starting"
-        coordinator = getattr(broker, "coordinator", None)
-        loading = len(coordinator.shards_loading) if coordinator is not None else 0
-        if loading:
-            return False, f"loading {loading} coordinator shards"
-        server = getattr(broker, "server", None)
-        if server is not None and not server.bound:
-            return False, "no listener bound"
-        return True, "ready"
-
-    # -- HTTP endpoint
-
-    async def serve(self, port: int | None = None) -> None:
-        """Start the endpoint. It is auxiliary: when its address cannot be bound (a second
-        broker or another exporter on the same machine holds the port), one warning says which
-        setting to change and the broker runs without it. ``port`` 0 from a caller (the
-        embedded broker) binds a free port; metrics.port 0 turns the endpoint off."""
-        if port is None:
-            port = self.broker.config["metrics.port"]
-            if not port:
-                return
-        host = self.broker.config["metrics.host"]
-        try:
-            self.http_server = await asyncio.start_server(self._http, host or None, port)
-        except OSError as exc:
-            taken = exc.errno == errno.EADDRINUSE
-            log.warning(f"metrics endpoint off: {host or '*'}:{port} is "
-                        f"{'already in use' if taken else 'not available'}; set metrics.port "
-                        f"(--metrics-port) to a free port, or 0 to turn the endpoint off",
-                        host=host, port=port, error=exc.strerror or str(exc))
-            return
-        sock = self.http_server.sockets[0].getsockname()
-        self.bound = (sock[0], sock[1])
-        log.info("metrics listening", host=sock[0], port=sock[1])
-
-    def stop(self) -> None:
-        if self.http_server is not None:
-            self.http_server.close()
-            self.http_server = None
-
-    async def _http(self, reader, writer) -> None:
-        if self.http_open >= MAX_HTTP_CONNECTIONS:
-            writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
-                         b"Content-Length: 5\r\nConnection: close\r\n\r\nbusy\n")
-            writer.close()
-            return
-        self.http_open += 1
-        try:
-            await self._http_request(reader, writer)
-        finally:
-            self.http_open -= 1
-
-    async def _http_request(self, reader, writer) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + HTTP_READ_TIMEOUT_S
-
-        def left() -> float:
-            return max(deadline - loop.time(), 0.001)
-
-        try:
-            line = await asyncio.wait_for(reader.readline(), left())
-            length = 0
-            headers: dict[str, str] = {}
-            while True:
-                header = await asyncio.wait_for(reader.readline(), left())
-                if header in (b"\r\n", b"\n", b""):
-                    break
-                if len(headers) >= MAX_HEADERS:
-                    raise ValueError("too many headers")
-                name, _, value = header.decode("latin-1").partition(":")
-                name = name.strip().lower()
-                headers[name] = value.strip()
-                if name == "content-length":
-                    length = int(value.strip() or 0)
-            parts = line.decode("latin-1").split()
-            method = parts[0] if parts else ""
-            target = parts[1] if len(parts) >= 2 else ""
-            path = target.split("?")[0]
-            console = self.console
-            if console is not None and console.serves(path):
-                from .console import MAX_BODY
-                if length > MAX_BODY:
-                    status, ctype, body = "413 Payload Too Large", "text/plain", b"too large\n"
-                else:
-                    data = await asyncio.wait_for(reader.readexactly(length), left()) \
-                        if length else b""
-                    status, ctype, body = await console.handle(method, target, headers, data)
-            elif path == "/faults" or path.startswith("/faults/"):
-                if length > MAX_FAULT_BODY:
-                    status, ctype, body = "413 Payload Too Large", "text/plain", b"too large\n"
-                else:
-                    data = await asyncio.wait_for(reader.readexactly(length), left()) \
-                        if length else b""
-                    status, ctype, body = self._faults_http(method, path, data)
-            elif path == "/nodes" or path.startswith("/nodes/"):
-                status, ctype, body = self._nodes_http(method, path)
-            elif path == "/metrics":
-                status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.registry)
-            elif path == "/health":
-                status, ctype, body = "200 OK", "text/plain", b"ok\n"
-            elif path == "/ready":
-                ready, why = self.readiness()
-                status = "200 OK" if ready else "503 Service Unavailable"
-                ctype, body = "text/plain", why.encode() + b"\n"
-            else:
-                status, ctype, body = "404 Not Found", "text/plain", b"not found\n"
-            head = (f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: "
-                    f"{len(body)}\r\nCache-Control: no-cache\r\nConnection: close\r\n"
-                    f"\r\n").encode()
-            writer.write(head if method == "HEAD" else head + body)
-            await writer.drain()
-        except (asyncio.TimeoutError, ConnectionError, asyncio.IncompleteReadError, ValueError):
-            pass
-        except Exception:  # noqa: BLE001 - a scrape must never take the broker down
-            log.exception("metrics request failed")
-        finally:
-            writer.close()
-
-    def _nodes_http(self, method: str, path: str) -> tuple[str, str, bytes]:
-        """``GET /nodes`` lists the nodes with their state; ``POST /nodes/<id>/down`` and
-        ``POST /nodes/<id>/up`` take one down and bring it back (Broker.node_down/node_up)."""
-        def answer(status: str, value) -> tuple[str, str, bytes]:
-            return status, "application/json", json.dumps(value).encode() + b"\n"
-
-        parts = path.strip("/").split("/")
-        if method == "GET" and parts == ["nodes"]:
-            return answer("200 OK", self.broker.nodes_state())
-        if method == "POST" and len(parts) == 3 and parts[2] in ("down", "up") and \
-                parts[1].lstrip("-").isdigit():
-            node = int(parts[1])
-            try:
-                change = self.broker.node_down if parts[2] == "down" else self.broker.node_up
-                return answer("200 OK", change(node))
-            except ValueError as exc:
-                return answer("409 Conflict", {"error": str(exc)})
-        return answer("405 Method Not Allowed",
-                      {"error": "GET /nodes; POST /nodes/<id>/down or /nodes/<id>/up"})
-
-    def _faults_http(self, method: str, path: str, data: bytes) -> tuple[str, str, bytes]:
-        """The fault endpoints, as JSON: ``POST /faults`` adds one (or a list), ``GET /faults``
-        lists them with how many times each fired, ``DELETE /faults`` clears them and
-        ``DELETE /faults/<id>`` removes one."""
-        from .testing.faults import FaultError
-        faults = self.broker.faults
-
-        def answer(status: str, value) -> tuple[str, str, bytes]:
-            return status, "application/json", json.dumps(value).encode() + b"\n"
-
-        fault_id = path[len("/faults/"):] if path.startswith("/faults/") else None
-        try:
-            if method == "GET" and fault_id is None:
-                return answer("200 OK", faults.list())
-            if method == "POST" and fault_id is None:
-                spec = json.loads(data or b"null")
-                specs = spec if isinstance(spec, list) else [spec]
-                added = [faults.add(s).to_dict() for s in specs]
-                return answer("201 Created", added if isinstance(spec, list) else added[0])
-            if method == "DELETE" and fault_id is None:
-                return answer("200 OK", {"cleared": faults.clear()})
-            if method == "DELETE" and fault_id.isdigit():
-                if faults.remove(int(fault_id)):
-                    return answer("200 OK", {"removed": int(fault_id)})
-                return answer("404 Not Found", {"error": f"no fault {fault_id}"})
-        except (FaultError, json.JSONDecodeError) as exc:
-            return answer("400 Bad Request", {"error": str(exc)})
-        return answer("405 Method Not Allowed",
-                      {"error": "GET, POST or DELETE /faults; DELETE /faults/<id>"})

@@ -329,7 +329,7 @@ def test_actions_refuse_other_origins_and_non_json(acting):
                            headers={"Origin": "http://evil.example"})
     assert status == 403 and body["error"] == "CROSS_ORIGIN"
     # a name that is not this endpoint's address (DNS rebinding) may not act
-    port = acting.broker.metrics.bound[1]
+    port = acting.broker.http.bound[1]
     status, body = request(acting, "/api/topics", "POST", {"name": unique("x")},
                            headers={"Host": f"rebound.example:{port}",
                                     "Origin": f"http://rebound.example:{port}"})
@@ -340,7 +340,8 @@ def test_actions_refuse_other_origins_and_non_json(acting):
         assert status == 400 and body["message"] == "name must be a string"
     status, body = request(acting, "/api/topics", "POST", {"name": unique("x")},
                            headers={"Content-Type": "text/plain"})
-    assert status == 400 and "application/json" in body["message"]
+    assert status == 415 and body["error"] == "UNSUPPORTED_MEDIA_TYPE"
+    assert "application/json" in body["message"]
 
 
 def test_create_and_delete_topic_use_the_apis_validation(acting):
@@ -364,7 +365,7 @@ def test_create_and_delete_topic_use_the_apis_validation(acting):
     status, body = request(acting, f"/api/topics/{name}", "DELETE")
     assert status == 200 and request(acting, f"/api/topics/{name}")[0] == 404
     status, body = request(acting, "/api/topics/__consumer_offsets", "DELETE")
-    assert status == 400 and body["error"] == "TOPIC_AUTHORIZATION_FAILED"
+    assert status == 403 and body["error"] == "TOPIC_AUTHORIZATION_FAILED"
     status, body = request(acting, f"/api/topics/{name}", "DELETE")
     assert status == 404 and body["error"] == "UNKNOWN_TOPIC_OR_PARTITION"
 
@@ -544,12 +545,12 @@ def test_one_message_answer_shows_a_bounded_number_of_bytes(broker, monkeypatch)
 
 def test_http_connections_beyond_the_bound_are_answered_busy(broker, monkeypatch):
     import socket
-    from broker import metrics
-    monkeypatch.setattr(metrics, "MAX_HTTP_CONNECTIONS", 2)
-    host, port = broker.broker.metrics.bound
+    from broker.http import server
+    monkeypatch.setattr(server, "MAX_HTTP_CONNECTIONS", 2)
+    host, port = broker.broker.http.bound
     idle = [socket.create_connection((host, port)) for _ in range(2)]
     try:
-        wait_until(lambda: broker.broker.metrics.http_open == 2, 10)
+        wait_until(lambda: broker.broker.http.open == 2, 10)
         status, body = request(broker, "/api/overview")
         assert status == 503 and body == b"busy\n"
     finally:

@@ -1,8 +1,10 @@
-"""The built-in web console, served by the metrics endpoint (broker/metrics.py) at ``/``: a
+"""The built-in web console, served by the HTTP port (broker/http/server.py) at ``/``: a
 page (static/, packaged with the broker, nothing from elsewhere) that polls the JSON endpoints
 below. ``console.enable`` turns it off; ``console.actions.enable`` allows the actions
 (actions.py), which are off by default. The endpoint binds ``metrics.host``, loopback by
-default.
+default; the server has checked each request's Host, Origin and content type (broker/http/
+guard.py) and, with an authorizer, its login: ``caller`` is who it is, and the console shows
+and does only what that principal's ACLs allow, as Kafka's APIs would.
 
 GET  /api/overview
 GET  /api/topics?filter=&internal=&offset=&limit=
@@ -20,13 +22,13 @@ DELETE /api/groups/<group>
 """
 from __future__ import annotations
 
-import ipaddress
 import json
 from importlib import resources
 from urllib.parse import parse_qsl, unquote
 
 import structlog
 
+from ..security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from . import actions, views
 from .views import BadRequest, Loading, NotFound
 
@@ -67,7 +69,7 @@ class Console:
                 .read_bytes()
         return "200 OK", ctype, body
 
-    async def handle(self, method: str, target: str, headers: dict, body: bytes) -> Answer:
+    async def handle(self, method: str, target: str, body: bytes, caller) -> Answer:
         path, _, query_text = target.partition("?")
         if path in STATIC:
             if method not in ("GET", "HEAD"):
@@ -77,9 +79,9 @@ class Console:
         parts = [unquote(p) for p in path.split("/")[2:]]
         try:
             if method in ("GET", "HEAD"):
-                return _json("200 OK", self._get(parts, query))
+                return _json("200 OK", self._get(parts, query, caller))
             if method in ("POST", "DELETE"):
-                return await self._act(method, parts, headers, body)
+                return await self._act(method, parts, body, caller)
             return _json("405 Method Not Allowed", {"error": f"{method} is not served"})
         except BadRequest as exc:
             return _json("400 Bad Request", {"error": "BAD_REQUEST", "message": str(exc)})
@@ -90,70 +92,59 @@ class Console:
                                                      "message": str(exc)})
         except actions.ActionError as exc:
             return _json(exc.status, exc.to_dict())
+        except views.Unauthorized as exc:
+            return _json("403 Forbidden", {"error": exc.code.name, "error_code": int(exc.code),
+                                           "message": str(exc)})
 
     # -- reads
 
-    def _get(self, parts: list, query: dict):
+    def _get(self, parts: list, query: dict, caller):
+        """A view, as much of it as ``caller`` may see: topics it may DESCRIBE (records: READ,
+        as Fetch needs), groups it may DESCRIBE, the broker view with DESCRIBE_CONFIGS on the
+        cluster (it shows the settings)."""
         broker = self.broker
+        topics = caller.predicate(AclOperation.DESCRIBE, ResourceType.TOPIC)
+        groups = caller.predicate(AclOperation.DESCRIBE, ResourceType.GROUP)
         match parts:
             case ["overview"]:
+                restricted = caller.authorization is not None
                 return {"node_id": broker.node_id, "cluster_id": broker.cluster_id,
-                        "topics": len(broker.topics.topics),
-                        "groups": broker.coordinator.group_count(),
-                        "actions": self.actions_enabled, "now": broker.clock()}
+                        "topics": sum(map(topics, broker.topics.topics)) if restricted
+                        else len(broker.topics.topics),
+                        "groups": sum(1 for g in views.live_groups(broker) if groups(g.group_id))
+                        if restricted else broker.coordinator.group_count(),
+                        "actions": self.actions_enabled, "now": broker.clock(),
+                        "principal": str(caller.principal)}
             case ["topics"]:
-                return views.topic_list(broker, query)
+                return views.topic_list(broker, query, topics)
             case ["topics", name]:
+                views.require(topics(name), views.TOPIC_DENIED, name)
                 return views.topic_detail(broker, name)
             case ["topics", name, "messages"]:
+                views.require(caller.may(AclOperation.READ, ResourceType.TOPIC, name),
+                              views.TOPIC_DENIED, name)
                 return views.messages(broker, name, query)
             case ["groups"]:
-                return views.group_list(broker, query, self.lag_history)
+                return views.group_list(broker, query, self.lag_history, groups, topics)
             case ["groups", group_id]:
-                return views.group_detail(broker, group_id, self.lag_history)
+                views.require(groups(group_id), views.GROUP_DENIED, group_id)
+                return views.group_detail(broker, group_id, self.lag_history, topics)
             case ["broker"]:
+                views.require(caller.may(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER,
+                                         CLUSTER_NAME), views.CLUSTER_DENIED, CLUSTER_NAME)
                 return views.broker_view(broker, self.rates, query, self.actions_enabled)
         raise NotFound("no such console endpoint")
 
     # -- actions
 
-    def _direct(self, host: str) -> bool:
-        """Whether the Host header names this endpoint directly (an address, localhost or
-        metrics.host) rather than by a name someone else's DNS controls."""
-        if host.startswith("["):  # [IPv6 address]:port
-            name = host[1:].partition("]")[0]
-        else:
-            name = host.rpartition(":")[0] if ":" in host else host
-        if name in ("localhost", self.broker.config["metrics.host"]):
-            return True
-        try:
-            ipaddress.ip_address(name)
-        except ValueError:
-            return False
-        return True
-
-    async def _act(self, method: str, parts: list, headers: dict, body: bytes) -> Answer:
+    async def _act(self, method: str, parts: list, body: bytes, caller) -> Answer:
+        """An action, as the Kafka API it calls answers ``caller`` (its ACLs included)."""
         if not self.actions_enabled:
             return _json("403 Forbidden", {
                 "error": "ACTIONS_DISABLED",
                 "message": "the console is read-only: set console.actions.enable=true"})
-        host = headers.get("host", "")
-        if not self._direct(host):
-            # a name that resolves to this machine only by DNS rebinding would let another
-            # site's page act: actions are taken only at an address, localhost or metrics.host
-            return _json("403 Forbidden", {
-                "error": "UNTRUSTED_HOST",
-                "message": f"actions are refused when the console is reached as {host!r}: "
-                           "use its address, localhost or metrics.host"})
-        origin = headers.get("origin")
-        if origin is not None and origin.split("://", 1)[-1] != host:
-            # a page of another site may not act through a browser that can reach the console
-            return _json("403 Forbidden", {"error": "CROSS_ORIGIN",
-                                           "message": f"requests from {origin} are refused"})
         document = {}
-        if method == "POST":
-            if headers.get("content-type", "").split(";")[0].strip() != "application/json":
-                raise BadRequest("send the action as Content-Type: application/json")
+        if method == "POST":  # declared application/json: the server checked
             try:
                 document = json.loads(body or b"{}")
             except ValueError as exc:
@@ -163,19 +154,20 @@ class Console:
         broker = self.broker
         match (method, parts):
             case ("POST", ["topics"]):
-                result = await actions.create_topic(broker, document)
+                result = await actions.create_topic(broker, document, caller)
             case ("DELETE", ["topics", name]):
-                result = await actions.delete_topic(broker, name)
+                result = await actions.delete_topic(broker, name, caller)
             case ("POST", ["topics", name, "messages"]):
-                result = await actions.produce(broker, name, document)
+                result = await actions.produce(broker, name, document, caller)
             case ("POST", ["groups", group_id, "reset-offsets"]):
-                result = await actions.reset_offsets(broker, group_id, document)
+                result = await actions.reset_offsets(broker, group_id, document, caller)
             case ("DELETE", ["groups", group_id]):
-                result = await actions.delete_group(broker, group_id)
+                result = await actions.delete_group(broker, group_id, caller)
             case _:
                 raise NotFound("no such console action")
         shown = dict(result)
         if "offsets" in shown:  # a reset of thousands of partitions: their count only
             shown["offsets"] = len(shown["offsets"])
-        log.info("console action", method=method, path="/".join(parts), result=shown)
+        log.info("console action", method=method, path="/".join(parts), result=shown,
+                 principal=str(caller.principal))
         return _json("200 OK", result)

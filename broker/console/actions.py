@@ -19,6 +19,7 @@ from protocol.records import build_batch
 
 from .. import apis
 from ..security import ANONYMOUS
+from ..security.authorizer import AclOperation, ResourceType
 from .views import BadRequest
 
 #: the client id the console's requests carry (seen in the broker's logs)
@@ -29,12 +30,16 @@ ACTION_TIMEOUT_S = 30
 MAX_RESET_PARTITIONS = 10_000
 
 LIST_OFFSETS_EARLIEST, LIST_OFFSETS_LATEST = -2, -1
+READ, DESCRIBE = AclOperation.READ, AclOperation.DESCRIBE
+GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
 
 #: errors that mean the thing exists in a state that forbids the action (HTTP 409) or does not
 #: exist (404); any other is a bad request (400)
 _CONFLICT = {ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.NON_EMPTY_GROUP,
              ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.REBALANCE_IN_PROGRESS,
              ErrorCode.ILLEGAL_GENERATION, ErrorCode.STALE_MEMBER_EPOCH}
+_DENIED = {ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.GROUP_AUTHORIZATION_FAILED,
+           ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
 _MISSING = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.GROUP_ID_NOT_FOUND,
             ErrorCode.UNKNOWN_TOPIC_ID}
 
@@ -49,6 +54,8 @@ class ActionError(Exception):
 
     @property
     def status(self) -> str:
+        if self.code in _DENIED:
+            return "403 Forbidden"
         if self.code in _CONFLICT:
             return "409 Conflict"
         if self.code in _MISSING:
@@ -61,12 +68,15 @@ class ActionError(Exception):
 
 class _Connection:
     """What handlers may look at of a connection (the Produce handler keys its queue of
-    waiting requests by it): the console is a loopback PLAINTEXT client."""
+    waiting requests by it): the console is a PLAINTEXT client at the HTTP request's address,
+    as the HTTP login's principal."""
 
-    def __init__(self, listener: str, security_protocol: str, peer: str) -> None:
+    def __init__(self, listener: str, security_protocol: str, peer: str,
+                 principal=ANONYMOUS) -> None:
         self.listener = listener
         self.security_protocol = security_protocol
-        self.principal = ANONYMOUS
+        #: the HTTP login's principal: the handler's ACL checks are the caller's
+        self.principal = principal
         self.peer = peer
         self.client_host = peer
         self.closed = False
@@ -87,14 +97,16 @@ class _Context:
         self.listener = conn.listener
 
 
-async def call(broker, api: str, request, version: int, peer: str = "127.0.0.1"):
-    """Hand ``request`` to the API's handler as if it came from a connection, and wait for its
-    response."""
+async def call(broker, api: str, request, version: int, caller=None):
+    """Hand ``request`` to the API's handler as if it came from a connection of ``caller``
+    (its principal and address; None: ANONYMOUS at 127.0.0.1), and wait for its response."""
     handler = next(h for h in apis.HANDLERS.values() if h.name == api)
     if not handler.min_version <= version <= handler.max_version:
         raise RuntimeError(f"{api} v{version} is not served")
     listener = broker.config.listeners[0][0]
-    conn = _Connection(listener, broker.config.security_protocols[listener], peer)
+    peer, principal = ("127.0.0.1", ANONYMOUS) if caller is None else \
+        (caller.host, caller.principal)
+    conn = _Connection(listener, broker.config.security_protocols[listener], peer, principal)
     future = asyncio.get_running_loop().create_future()
 
     def respond(response) -> None:
@@ -125,7 +137,7 @@ def _integer(body: dict, name: str, default: int) -> int:
 
 # ------------------------------------------------------------------ topics
 
-async def create_topic(broker, body: dict) -> dict:
+async def create_topic(broker, body: dict, caller=None) -> dict:
     name = _string(body, "name")
     configs = body.get("configs") or {}
     if not isinstance(configs, dict) or not all(
@@ -137,7 +149,7 @@ async def create_topic(broker, body: dict) -> dict:
         configs=[m.CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
                  for k, v in configs.items()])
     response = await call(broker, "CreateTopics", m.CreateTopicsRequest(
-        topics=[topic], timeout_ms=30000, validate_only=False), 7)
+        topics=[topic], timeout_ms=30000, validate_only=False), 7, caller)
     [result] = response.topics
     if result.error_code:
         raise ActionError(result.error_code, result.error_message)
@@ -145,16 +157,16 @@ async def create_topic(broker, body: dict) -> dict:
             "topic_id": str(result.topic_id)}
 
 
-async def delete_topic(broker, name: str) -> dict:
+async def delete_topic(broker, name: str, caller=None) -> dict:
     response = await call(broker, "DeleteTopics", m.DeleteTopicsRequest(
-        topic_names=[name], timeout_ms=30000), 5)
+        topic_names=[name], timeout_ms=30000), 5, caller)
     [result] = response.responses
     if result.error_code:
         raise ActionError(result.error_code, result.error_message)
     return {"deleted": name}
 
 
-async def produce(broker, name: str, body: dict) -> dict:
+async def produce(broker, name: str, body: dict, caller=None) -> dict:
     """One record, its key and value UTF-8 text (null when absent), headers as an object."""
     key = _string(body, "key", required=False)
     value = _string(body, "value", required=False)
@@ -171,7 +183,7 @@ async def produce(broker, name: str, body: dict) -> dict:
     request = m.ProduceRequest(transactional_id=None, acks=-1, timeout_ms=30000, topic_data=[
         m.ProduceRequest.TopicProduceData(name=name, partition_data=[
             m.ProduceRequest.PartitionProduceData(index=partition, records=batch)])])
-    response = await call(broker, "Produce", request, 9)
+    response = await call(broker, "Produce", request, 9, caller)
     [topic] = response.responses
     [result] = topic.partition_responses
     if result.error_code:
@@ -181,16 +193,16 @@ async def produce(broker, name: str, body: dict) -> dict:
 
 # ------------------------------------------------------------------ groups
 
-async def delete_group(broker, group_id: str) -> dict:
+async def delete_group(broker, group_id: str, caller=None) -> dict:
     response = await call(broker, "DeleteGroups", m.DeleteGroupsRequest(
-        groups_names=[group_id]), 2)
+        groups_names=[group_id]), 2, caller)
     [result] = response.results
     if result.error_code:
         raise ActionError(result.error_code)
     return {"deleted": group_id}
 
 
-async def reset_offsets(broker, group_id: str, body: dict) -> dict:
+async def reset_offsets(broker, group_id: str, body: dict, caller=None) -> dict:
     """``to``: earliest, latest or timestamp (with ``timestamp`` in ms); ``topic``: only that
     topic's partitions (all of them), else every partition the group has an offset for."""
     to = _string(body, "to")
@@ -203,6 +215,14 @@ async def reset_offsets(broker, group_id: str, body: dict) -> dict:
     else:
         spec = LIST_OFFSETS_EARLIEST if to == "earliest" else LIST_OFFSETS_LATEST
     topic = _string(body, "topic", required=False)
+    # what the group and topic hold is shown only to whom OffsetCommit would answer: READ on
+    # the group, as Kafka's AlterConsumerGroupOffsets checks first, and DESCRIBE on the topic
+    if caller is not None and not caller.may(READ, GROUP, group_id):
+        raise ActionError(ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                          f"Not authorized to access group: {group_id}")
+    if topic is not None and caller is not None and not caller.may(DESCRIBE, TOPIC, topic):
+        raise ActionError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                          f"Not authorized to access topic: {topic}")
     if topic is not None:
         found = broker.topics.get(topic)
         if found is None:
@@ -226,7 +246,7 @@ async def reset_offsets(broker, group_id: str, body: dict) -> dict:
             m.ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=[
                 m.ListOffsetsRequest.ListOffsetsPartition(
                     partition_index=p, current_leader_epoch=-1, timestamp=spec)
-                for p in ps]) for t, ps in by_topic.items()]), 7)
+                for p in ps]) for t, ps in by_topic.items()]), 7, caller)
     targets: dict[tuple[str, int], int] = {}
     for t in listed.topics:
         for p in t.partitions:
@@ -248,7 +268,7 @@ async def reset_offsets(broker, group_id: str, body: dict) -> dict:
         group_instance_id=None, retention_time_ms=-1, topics=[
             m.OffsetCommitRequest.OffsetCommitRequestTopic(name=t, topic_id=uuid.UUID(int=0),
                                                           partitions=ps)
-            for t, ps in by_topic_commit.items()]), 9)
+            for t, ps in by_topic_commit.items()]), 9, caller)
     for t in committed.topics:
         for p in t.partitions:
             if p.error_code:

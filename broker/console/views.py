@@ -11,9 +11,10 @@ import time
 from collections import OrderedDict, deque
 
 from protocol import messages as m
+from protocol.errors import ErrorCode
 from protocol.records import CorruptRecordError, iter_batches
 
-from ..config import SETTINGS
+from ..config import SECRET_SETTINGS, SETTINGS
 from ..coordinator.consumer.group import ConsumerGroup
 from ..log.base import OffsetOutOfRange
 from ..topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
@@ -57,7 +58,8 @@ KAFKA_DEFAULTS = {
 }
 #: settings of this broker that Kafka does not have
 NOT_KAFKA = {"log.memory.max.bytes", "metrics.port", "metrics.host", "log.format", "log.level",
-             "console.enable", "console.actions.enable"}
+             "console.enable", "console.actions.enable", "metrics.write.enable",
+             "metrics.allowed.hosts"}
 
 _CONTROL_KEY = struct.Struct(">hh")
 _INT16 = struct.Struct(">h")
@@ -69,6 +71,30 @@ class BadRequest(ValueError):
 
 class NotFound(LookupError):
     """A topic or group that does not exist: answered 404."""
+
+
+class Unauthorized(PermissionError):
+    """The caller's ACLs do not allow the view: answered 403 with Kafka's error code."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def require(allowed: bool, code: ErrorCode, name: str) -> None:
+    """Raise Unauthorized (Kafka's message for the code) unless ``allowed``."""
+    if not allowed:
+        what = {TOPIC_DENIED: "topic", GROUP_DENIED: "group"}.get(code, "cluster")
+        raise Unauthorized(code, f"Not authorized to access {what}: {name}")
+
+
+def _everything(_name: str) -> bool:
+    return True
 
 
 class Loading(RuntimeError):
@@ -155,13 +181,14 @@ def _utf8(data: bytes, cut: bool) -> str | None:
 
 # ------------------------------------------------------------------ topics
 
-def topic_list(broker, query: dict) -> dict:
+def topic_list(broker, query: dict, shown=_everything) -> dict:
+    """The topics ``shown(name)`` allows (those the caller may DESCRIBE), as Metadata lists."""
     text = query.get("filter", "")
     internal = query.get("internal", "false") == "true"
     items = []
     for name in sorted(broker.topics.topics):
         topic = broker.topics.topics[name]
-        if topic.internal and not internal or not _matches(name, text):
+        if topic.internal and not internal or not _matches(name, text) or not shown(name):
             continue
         items.append(name)
     result = page(items, query)
@@ -340,9 +367,19 @@ def _groups(broker):
         yield from shard.groups.values()
 
 
-def _ends(broker) -> dict:
+def live_groups(broker):
+    """The groups a list shows (not Dead)."""
+    return (g for g in _groups(broker) if g.state.value != "Dead")
+
+
+def _ends(broker, shown=_everything) -> dict:
+    """Log end offsets of the partitions of the topics ``shown`` allows: a group's offsets of
+    any other topic are left out, as OffsetFetch leaves out topics the caller may not
+    DESCRIBE."""
     ends = {}
     for name, topic in broker.topics.topics.items():
+        if not shown(name):
+            continue
         for p in topic.partitions:
             ends[(name, p.index)] = p.log.log_end_offset
     return ends
@@ -357,7 +394,8 @@ def _lag(group, ends: dict) -> int:
     return total
 
 
-def group_list(broker, query: dict, lag_history: "LagHistory") -> dict:
+def group_list(broker, query: dict, lag_history: "LagHistory", shown=_everything,
+               topics=_everything) -> dict:
     """Groups of the loaded coordinator shards; ``loading`` counts the shards not loaded yet
     (their groups are missing from the list until they are)."""
     text = query.get("filter", "")
@@ -365,7 +403,8 @@ def group_list(broker, query: dict, lag_history: "LagHistory") -> dict:
     kind = query.get("type", "").lower()
     chosen = []
     for group in _groups(broker):
-        if group.state.value == "Dead" or not _matches(group.group_id, text):
+        if group.state.value == "Dead" or not _matches(group.group_id, text) or \
+                not shown(group.group_id):
             continue
         group_type = "consumer" if isinstance(group, ConsumerGroup) else "classic"
         if kind and kind != group_type or state and group.state.value.lower() != state:
@@ -374,7 +413,7 @@ def group_list(broker, query: dict, lag_history: "LagHistory") -> dict:
     chosen.sort(key=lambda g: g.group_id)
     result = page(chosen, query)
     result["loading"] = len(broker.coordinator.shards_loading)
-    ends = _ends(broker) if result["items"] else {}
+    ends = _ends(broker, topics) if result["items"] else {}
     now = broker.clock()
     result["items"] = [_group_summary(g, ends, now, lag_history) for g in result["items"]]
     return result
@@ -391,7 +430,8 @@ def _group_summary(group, ends: dict, now: int, lag_history: "LagHistory") -> di
             "lag": lag}
 
 
-def group_detail(broker, group_id: str, lag_history: "LagHistory") -> dict:
+def group_detail(broker, group_id: str, lag_history: "LagHistory",
+                 topics=_everything) -> dict:
     shard = broker.coordinator.shard_for(group_id)
     if shard.loading:
         raise Loading(f"the coordinator of group {group_id} is loading (partition "
@@ -400,7 +440,7 @@ def group_detail(broker, group_id: str, lag_history: "LagHistory") -> dict:
     if group is None or group.state.value == "Dead":
         raise NotFound(f"Group {group_id} not found.")
     now = broker.clock()
-    ends = _ends(broker)
+    ends = _ends(broker, topics)
     consumer = isinstance(group, ConsumerGroup)
     members = [_consumer_member(broker, mm) if consumer else _classic_member(group, mm)
                for mm in group.members.values()]
@@ -413,13 +453,15 @@ def group_detail(broker, group_id: str, lag_history: "LagHistory") -> dict:
     seen = set()
     for (topic, partition), om in sorted(group.offsets.items()):
         seen.add((topic, partition))
+        if not topics(topic):
+            continue
         end = ends.get((topic, partition))
         offsets.append({"topic": topic, "partition": partition, "committed": om.offset,
                         "end_offset": end, "lag": None if end is None else max(end - om.offset, 0),
                         "metadata": om.metadata, "member_id": owners.get((topic, partition)),
                         "commit_timestamp": om.commit_timestamp})
     for (topic, partition), member_id in sorted(owners.items()):
-        if (topic, partition) not in seen:
+        if (topic, partition) not in seen and topics(topic):
             offsets.append({"topic": topic, "partition": partition, "committed": None,
                             "end_offset": ends.get((topic, partition)), "lag": None,
                             "metadata": None, "member_id": member_id, "commit_timestamp": None})
@@ -550,8 +592,10 @@ def broker_view(broker, rates: RequestRates, query: dict, actions: bool) -> dict
     for name, setting in SETTINGS.items():
         value = config.values.get(name)
         kafka = KAFKA_DEFAULTS.get(name, setting.default)
+        # a secret (passwords of a JAAS config) is shown as set, never its value
+        shown = "[hidden]" if name in SECRET_SETTINGS and value else _plain(value)
         settings.append({
-            "name": name, "value": _plain(value), "default": _plain(setting.default),
+            "name": name, "value": shown, "default": _plain(setting.default),
             "kafka_default": None if name in NOT_KAFKA else _plain(kafka),
             "kafka_setting": name not in NOT_KAFKA,
             "non_default": value != setting.default,

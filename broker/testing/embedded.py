@@ -17,9 +17,10 @@ import time
 import types
 import uuid
 
-#: what an embedded broker changes from the CLI's defaults: a free loopback port, and the
-#: metrics endpoint on a free port too (faults over HTTP) unless metrics.port is given
-EMBEDDED_DEFAULTS = {"listeners": "PLAINTEXT://127.0.0.1:0"}
+#: what an embedded broker changes from the CLI's defaults: a free loopback port, the metrics
+#: endpoint on a free port too unless metrics.port is given, and its write requests (faults and
+#: nodes over HTTP, which test code of other languages uses) on wherever it binds
+EMBEDDED_DEFAULTS = {"listeners": "PLAINTEXT://127.0.0.1:0", "metrics.write.enable": True}
 START_TIMEOUT_S = 30
 
 
@@ -84,7 +85,7 @@ class EmbeddedBroker:
             broker = Broker(self.config)
             loop.run_until_complete(broker.start())
             if self.serve_metrics:
-                loop.run_until_complete(broker.metrics.serve(port=0))
+                loop.run_until_complete(broker.http.serve(port=0))
             self.broker = broker
         except BaseException as exc:  # noqa: BLE001 - handed to the thread that started it
             self.broker = None
@@ -125,8 +126,8 @@ class EmbeddedBroker:
     @staticmethod
     async def _stop(broker) -> None:
         await broker.stop()
-        server = broker.metrics.http_server
-        broker.metrics.stop()
+        server = broker.http.server
+        broker.http.stop()
         if server is not None:
             await server.wait_closed()
 
@@ -169,7 +170,7 @@ class EmbeddedBroker:
     @property
     def metrics_url(self) -> str | None:
         """``http://host:port`` of /metrics, /ready and /faults (None when turned off)."""
-        bound = self._require().metrics.bound
+        bound = self._require().http.bound
         return f"http://{bound[0]}:{bound[1]}" if bound else None
 
     @property

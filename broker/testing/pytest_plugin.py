@@ -6,7 +6,9 @@ package's ``pytest11`` entry point loads this module).
 * ``kafka_bootstrap``: its ``host:port``;
 * ``kafka_topic``: a factory, ``kafka_topic(partitions=3, config={"cleanup.policy":
   "compact"})``, creating a uniquely named topic and returning its name (deleted after the test);
-* ``kafka_faults``: ``kafka_broker.faults``, cleared after the test;
+* ``kafka_faults``: ``kafka_broker.faults``, cleared after the test (code in other languages
+  posts faults to ``kafka_broker.metrics_url + "/faults"`` as JSON: an embedded broker serves
+  those writes, ``metrics.write.enable=true``, on its loopback address);
 * ``kafka_broker_settings``: the broker's settings by Kafka name; override the fixture, or set
   the ``kafka_broker_settings`` ini option (``name=value`` lines).
 

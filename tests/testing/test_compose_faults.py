@@ -40,13 +40,23 @@ def test_compose_faults_service_arms_the_faults_and_the_suite_runs_through_them(
     body = command[command.index("--data") + 1]
     specs = json.loads(body)
 
+    # the broker binds 0.0.0.0, where fault requests are off unless the overlay turns them on
+    # and names the Host the faults service sends
+    assert broker["environment"]["KAFKA_METRICS_HOST"] == "0.0.0.0"
+    assert broker["environment"]["KAFKA_METRICS_WRITE_ENABLE"] == "true"
+    assert "Content-Type: application/json" in command
+
     settings = {name.removeprefix("KAFKA_").lower().replace("_", "."): value
                 for name, value in broker["environment"].items()
-                if name in ("KAFKA_NUM_PARTITIONS", "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS")}
+                if name in ("KAFKA_NUM_PARTITIONS", "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS",
+                            "KAFKA_METRICS_WRITE_ENABLE", "KAFKA_METRICS_ALLOWED_HOSTS")}
+    assert settings["metrics.allowed.hosts"] == "broker"
     with EmbeddedBroker(settings) as kb:
+        # as curl sends it: Host broker:<port>
         request = urllib.request.Request(kb.metrics_url + "/faults", data=body.encode(),
                                          method="POST",
-                                         headers={"Content-Type": "application/json"})
+                                         headers={"Content-Type": "application/json",
+                                                  "Host": f"broker:{kb.broker.http.bound[1]}"})
         with urllib.request.urlopen(request, timeout=10) as response:
             assert response.status == 201
             assert [f["api"] for f in json.loads(response.read())] == [s["api"] for s in specs]

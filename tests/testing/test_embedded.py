@@ -78,7 +78,7 @@ def test_a_failed_start_raises_and_leaves_no_thread():
 
 def test_stop_closes_the_ports_and_the_connections():
     kb = EmbeddedBroker().start()
-    port, metrics = kb.port, kb.call(lambda: kb.broker.metrics.bound[1])
+    port, metrics = kb.port, kb.call(lambda: kb.broker.http.bound[1])
     client = RawClient(port)
     assert client.call(m.ApiVersionsRequest(), 0).error_code == 0
     kb.stop()

@@ -268,7 +268,8 @@ def test_bad_faults_are_refused(kb):
 
 def http(kb, method: str, path: str, body=None):
     data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
-    request = urllib.request.Request(kb.metrics_url + path, data=data, method=method)
+    request = urllib.request.Request(kb.metrics_url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, json.loads(response.read())

@@ -289,7 +289,8 @@ def test_nodes_over_http(kb):
     base = kb.metrics_url
 
     def post(path: str):
-        request = urllib.request.Request(base + path, method="POST", data=b"")
+        request = urllib.request.Request(base + path, method="POST", data=b"",
+                                         headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=5) as r:
                 return r.status, json.loads(r.read())
