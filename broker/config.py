@@ -160,7 +160,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("sasl.jaas.config", _opt_str, None,
             "JAAS login module of every SASL listener and mechanism that has no "
             "listener.name.<l>.<mechanism>.sasl.jaas.config (Kafka brokers ignore this "
-            "unprefixed form; see README)."),
+            "unprefixed form; see docs/security.md)."),
     Setting("java.security.auth.login.config", _opt_str, None,
             "A JAAS file with KafkaServer or <listener>.KafkaServer sections, used where no "
             "sasl.jaas.config applies (also read from KAFKA_OPTS=-Djava.security.auth.login."
@@ -218,7 +218,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("log.memory.max.bytes", int, 1073741824,
             "In-memory storage (no log.dirs): the most record bytes all partitions hold "
             "together; appends past it drop the oldest records of topics with "
-            "cleanup.policy=delete, as retention would (-1 = no bound; see README)."),
+            "cleanup.policy=delete, as retention would (-1 = no bound; see docs/operations.md)."),
     Setting("log.cleaner.enable", _bool, True,
             "Compact logs with cleanup.policy=compact (in memory and segment files)."),
     Setting("log.cleaner.backoff.ms", int, 15000,
@@ -252,7 +252,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("offsets.topic.segment.bytes", int, 262144,
             "segment.bytes of __consumer_offsets when it is created (Kafka: 100 MiB): the log "
             "cleaner never touches the active segment, so this bounds what a restart replays "
-            "beyond the live state (see README)."),
+            "beyond the live state (see docs/operations.md)."),
     Setting("offsets.retention.minutes", int, 10080, "Committed offsets of empty groups expire after this."),
     Setting("offsets.retention.check.interval.ms", int, 600000, "How often offset expiry runs."),
     Setting("offset.metadata.max.bytes", int, 4096, "Largest commit metadata string."),
@@ -260,13 +260,13 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("group.max.session.timeout.ms", int, 1800000, "Largest session timeout a member may ask for."),
     Setting("group.initial.rebalance.delay.ms", int, 100,
             "Wait before the first rebalance of an empty group (Kafka: 3000; chosen by "
-            "measurement with real clients, see README)."),
+            "measurement with real clients, see README and docs/consumer-groups.md)."),
     Setting("group.max.size", int, 2147483647, "Most members in one group."),
     Setting("group.coordinator.rebalance.protocols", _list, ("classic", "consumer"),
             "Group protocols served: classic (JoinGroup) and consumer (KIP-848)."),
     Setting("group.consumer.heartbeat.interval.ms", int, 250,
             "Heartbeat interval the broker gives consumer-protocol members (Kafka: 5000; shorter "
-            "so that a local group settles within a second, see README)."),
+            "so that a local group settles within a second, see docs/consumer-groups.md)."),
     Setting("group.consumer.min.heartbeat.interval.ms", int, 250,
             "Smallest group.consumer.heartbeat.interval.ms allowed (Kafka: 5000)."),
     Setting("group.consumer.max.heartbeat.interval.ms", int, 15000,
@@ -284,7 +284,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("group.consumer.assignment.interval.ms", int, 0,
             "Least time between two target assignments of a consumer group (Kafka: 1000; 0 "
             "here: a joining member's partitions are computed at once; a few ms batch the "
-            "joins of groups of hundreds, see README)."),
+            "joins of groups of hundreds, see docs/consumer-groups.md)."),
     Setting("group.consumer.min.assignment.interval.ms", int, 0,
             "Smallest group.consumer.assignment.interval.ms allowed."),
     Setting("group.consumer.max.assignment.interval.ms", int, 15000,

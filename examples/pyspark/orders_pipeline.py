@@ -15,7 +15,7 @@ watermark passes its end. The checkpoint directory holds the Kafka offsets read 
 windows' state: started again with the same ``--checkpoint``, the query resumes where it stopped
 and keeps adding to the same totals.
 
-On a cluster, the same file runs under spark-submit; see the README's PySpark section.
+On a cluster, the same file runs under spark-submit; see docs/pyspark.md.
 """
 from __future__ import annotations
 
