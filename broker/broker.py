@@ -17,7 +17,7 @@ from .http.server import HttpServer
 from .metrics import Metrics
 from .security.authorization import Authorization
 from .server import Server
-from .testing.faults import Faults
+from .faults import Faults
 from .cluster import Cluster
 from .timer import AsyncioTimerDriver
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager

@@ -14,12 +14,9 @@ import tomllib
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from broker.errors import ConfigError
 from broker.security import SECURITY_PROTOCOLS
 from broker.security.authorizer import STANDARD_AUTHORIZER
-
-
-class ConfigError(ValueError):
-    """A setting with an unknown name or a bad value."""
 
 
 def _bool(value) -> bool:

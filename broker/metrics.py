@@ -304,7 +304,7 @@ class Metrics:
             "Time from a rebalance's start (PreparingRebalance) until its group is Stable "
             "(assignment stored), once per generation.", buckets=REBALANCE_BUCKETS, registry=r)
         self.faults = Counter("kafka_faults_fired_total",
-                              "Injected faults that fired (broker/testing/faults.py), by API, "
+                              "Injected faults that fired (broker/faults.py), by API, "
                               "action and error.", ["api", "action", "error"], registry=r)
         self.answer_bytes = Gauge("kafka_server_answer_bytes_held",
                                   "Bytes of answers made and not yet taken by the clients' "

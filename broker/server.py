@@ -474,7 +474,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         req = Request(self, handler, codec, header, received)
         self.pending.append(req)
         try:
-            # the one look at faults (broker/testing/faults.py) a request pays
+            # the one look at faults (broker/faults.py) a request pays
             if self.faults.armed and self.faults.intercept(self, req, request):
                 return
             if self.multi_node and misrouted(self.broker, self, req, request):

@@ -28,7 +28,7 @@ import zlib
 
 import cramjam
 
-from protocol.records import CorruptRecordError
+from protocol.errors import CorruptRecordError
 
 NONE = 0
 GZIP = 1

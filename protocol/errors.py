@@ -216,3 +216,7 @@ class KafkaError(Exception):
     @property
     def retriable(self) -> bool:
         return self.code.retriable
+
+
+class CorruptRecordError(ValueError):
+    """A batch that cannot be read: truncated, wrong magic, bad CRC or bad record encoding."""

@@ -25,6 +25,9 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
+from protocol.compression import compress, decompress
+from protocol.errors import CorruptRecordError
+
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes before the length-counted part
 CRC_OFFSET = 17  # where the crc field starts
@@ -50,10 +53,6 @@ MAX_TIMESTAMP_OFFSET = 35  # where the maxTimestamp field starts
 
 # The most bytes RecordBatch.records() lets a compressed batch expand to.
 DEFAULT_MAX_DECOMPRESSED_SIZE = 64 * 1024 * 1024
-
-
-class CorruptRecordError(ValueError):
-    """A batch that cannot be read: truncated, wrong magic, bad CRC or bad record encoding."""
 
 
 class RecordBatch:
@@ -149,7 +148,6 @@ class RecordBatch:
         payload = memoryview(self.buffer)[start:self.position + self.size]
         codec = self.attributes & COMPRESSION_MASK
         if codec:
-            from protocol.compression import decompress  # protocol.compression imports us
             data = bytes(decompress(codec, payload, max_size=max_decompressed_size))
         else:
             data = bytes(payload)
@@ -396,7 +394,6 @@ def build_batch(records, *, base_offset: int = 0, compression: int = 0, timestam
         body += record
 
     if compression:
-        from protocol.compression import compress  # protocol.compression imports us
         body = compress(compression, body)
 
     attributes = compression

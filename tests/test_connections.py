@@ -19,7 +19,7 @@ from broker.metrics import Metrics
 from broker.purgatory import Timer
 from broker.server import (BIG_FRAME_FIRST_READ, QUEUED_ANSWER_BYTES, ConnectionQuotas, KafkaConnection, LimitLog,
                            Server, resolve_ip_overrides)
-from broker.testing.faults import Faults
+from broker.faults import Faults
 
 
 class Clock:

@@ -1,7 +1,7 @@
 """Where an error goes in an API's answer, derived from the request and response schemas: the
 levels that carry an error code (top level, per group, per transactional id, per topic, per
 partition) are paired with the request's arrays of the same kind. Fault injection
-(broker/testing/faults.py) answers its errors through this, and so does a node asked about a
+(broker/faults.py) answers its errors through this, and so does a node asked about a
 group or transaction it does not coordinate (broker/apis/coordinator_routing.py).
 
 An error aimed at some entries (``match``: a group, transactional id, topic or partition, or a

@@ -40,7 +40,8 @@ from .group import GroupState
 from .classic.manager import make_join_callback, make_sync_callback
 from .consumer.group import ConsumerGroup, GroupError
 from .runtime import CoordinatorRuntime, settings_from
-from .shard import GroupCoordinatorShard, Stats
+from .context import Stats
+from .shard import GroupCoordinatorShard
 
 log = structlog.get_logger("broker.coordinator")
 

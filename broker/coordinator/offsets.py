@@ -7,20 +7,19 @@ to the current generation.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import structlog
 
 from protocol.errors import ErrorCode
 
 from . import records as rec
+from .context import GroupContext
 from .group import (COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, STABLE,
                     UNKNOWN_MEMBER_ID, GroupMetadata, OffsetAndMetadata)
 from .consumer.group import ConsumerGroup
 from .records import append_error, java_length
 
-if TYPE_CHECKING:
-    from .shard import GroupCoordinatorShard
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -30,7 +29,7 @@ E = ErrorCode
 class OffsetMetadataManager:
     """The offsets half of one shard; every change goes through the shard's write path."""
 
-    def __init__(self, shard: "GroupCoordinatorShard") -> None:
+    def __init__(self, shard: GroupContext) -> None:
         self.shard = shard
         #: transactional commits waiting for their marker: producer id -> group -> tp -> offset
         self.pending_transactions: dict[int, dict[str, dict[tuple[str, int],

@@ -26,11 +26,11 @@ from protocol.errors import ErrorCode
 from ..purgatory import DelayedOperationPurgatory, Timer
 from . import records as rec
 from .classic.manager import ClassicGroupManager
+from .context import Stats
 from .consumer import records as crec
 from .consumer.group import ConsumerGroup
 from .consumer.manager import ConsumerGroupManager
 from .group import DEAD, EMPTY, GroupMetadata
-from .history import RebalanceHistory
 from .offsets import OffsetMetadataManager
 from .records import append_error
 from .runtime import NO_PRODUCER_ID, CoordinatorShard
@@ -38,29 +38,6 @@ from .runtime import NO_PRODUCER_ID, CoordinatorShard
 log = structlog.get_logger("broker.coordinator")
 
 E = ErrorCode
-
-
-class Stats:
-    """Counters the metrics layer reads (shared by every shard of a coordinator)."""
-
-    def __init__(self) -> None:
-        self.rebalances_total = 0           # join phases completed with members (new generations)
-        self.rebalances_started_total = 0
-        self.expired_members_total = 0      # removed on heartbeat/session expiry
-        self.removed_members_total = 0      # removed for any reason (left, expired, missed sync)
-        self.offset_commits_total = 0
-        self.offsets_expired_total = 0
-        self.groups_deleted_total = 0
-        self.consumer_group_rebalances_total = 0  # consumer-group epoch bumps
-        #: called with the rebalance's duration in ms when a group becomes Stable (metrics)
-        self.on_group_stable: Callable[[int], None] | None = None
-        #: each group's recent rebalances, noted by the state machines (history.py)
-        self.history = RebalanceHistory()
-
-    def group_stable(self, group: GroupMetadata, now: int) -> None:
-        started = group.rebalance_started_ms
-        if self.on_group_stable is not None and started is not None and now >= started:
-            self.on_group_stable(now - started)
 
 
 # ============================================================================ the shard

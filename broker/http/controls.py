@@ -1,4 +1,4 @@
-"""The test controls of the HTTP port, as JSON: faults (broker/testing/faults.py) and nodes
+"""The test controls of the HTTP port, as JSON: faults (broker/faults.py) and nodes
 (Broker.node_down/node_up). The server (server.py) has already checked the request's Host,
 Origin, login, content type and ``metrics.write.enable``."""
 from __future__ import annotations
@@ -32,7 +32,7 @@ def nodes(broker, method: str, path: str) -> Answer:
 def faults(broker, method: str, path: str, data: bytes) -> Answer:
     """``POST /faults`` adds one (or a list), ``GET /faults`` lists them with how many times
     each fired, ``DELETE /faults`` clears them and ``DELETE /faults/<id>`` removes one."""
-    from ..testing.faults import FaultError
+    from ..faults import FaultError
     store = broker.faults
     fault_id = path[len("/faults/"):] if path.startswith("/faults/") else None
     try:

@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 
 import structlog
 
-from ..config import ConfigError
+from ..errors import ConfigError
 from .authorizer import (CLUSTER_NAME, SUPPORTED_OPERATIONS, AclBinding, AclBindingFilter,
                          AclOperation, ResourceType, StandardAuthorizer, operations_bitfield,
                          parse_super_users)

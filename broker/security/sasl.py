@@ -27,6 +27,7 @@ from protocol.errors import ErrorCode
 from protocol.framing import read_request_header
 from protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
 
+from ..errors import ConfigError
 from . import KafkaPrincipal
 from .jaas import JaasError, parse_jaas_file, parse_single_module
 from .oauthbearer import OAUTHBEARER_LOGIN_MODULE, OAuthBearerServer, UnsecuredValidator
@@ -128,7 +129,6 @@ def _module(entries: list, login_module: str):
 def validate_sasl_config(config) -> None:
     """Refuse at start what Kafka would refuse, with a message that names the setting (never a
     secret): unknown or unsupported mechanisms, a PLAIN listener without users, bad JAAS."""
-    from broker.config import ConfigError  # noqa: PLC0415 - config imports this module
     from .scram import parse_bootstrap  # noqa: PLC0415
     for listener, protocol in config.security_protocols.items():
         if protocol not in SASL_PROTOCOLS:

@@ -17,6 +17,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
+from ..errors import ConfigError
 from .sasl_errors import SaslAuthenticationError, SaslError
 
 
@@ -295,7 +296,6 @@ class ScramCredentialStore:
                         base64.b64decode(c["salt"]), base64.b64decode(c["stored_key"]),
                         base64.b64decode(c["server_key"]), int(c["iterations"]))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            from broker.config import ConfigError  # noqa: PLC0415 - config imports security
             raise ConfigError(f"cannot read the SCRAM credentials in {self.path}: "
                               f"{type(exc).__name__}") from None
 

@@ -28,7 +28,7 @@ import tempfile
 
 import structlog
 
-from broker.config import ConfigError
+from broker.errors import ConfigError
 
 from . import ANONYMOUS, KafkaPrincipal
 

@@ -261,7 +261,7 @@ class EmbeddedBroker:
 
 class FaultsClient:
     """``broker.faults`` from any thread: each call runs on the broker's loop (see
-    broker/testing/faults.py for what a fault is)."""
+    broker/faults.py for what a fault is)."""
 
     def __init__(self, embedded: EmbeddedBroker) -> None:
         self._embedded = embedded

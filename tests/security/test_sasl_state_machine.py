@@ -20,7 +20,7 @@ from broker.security import ANONYMOUS, KafkaPrincipal
 from broker.security.sasl import SaslServers
 from broker.security.scram import ScramCredentialStore
 from broker.server import KafkaConnection, Server
-from broker.testing.faults import Faults
+from broker.faults import Faults
 from protocol.errors import ErrorCode
 from protocol.framing import encode_request, read_response_header
 from protocol.messages import (APIS, ApiVersionsRequest, DescribeClusterRequest,

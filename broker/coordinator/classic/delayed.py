@@ -2,13 +2,23 @@
 heartbeat deadline, the join phase (with the initial delay of a new group) and the sync phase."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from ...purgatory import DelayedOperation
+from ...purgatory import DelayedOperation, DelayedOperationPurgatory
 from ..group import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE, GroupMetadata, MemberMetadata
 
-if TYPE_CHECKING:
-    from .manager import ClassicGroupManager
+
+class Rebalancing(Protocol):
+    """What the operations call back when they complete or expire (the classic manager)."""
+
+    rebalance_purgatory: DelayedOperationPurgatory
+
+    def on_expire_heartbeat(self, group: GroupMetadata, member: MemberMetadata,
+                            op: "DelayedHeartbeat") -> None: ...
+
+    def on_complete_join(self, group: GroupMetadata) -> None: ...
+
+    def on_expire_pending_sync(self, group: GroupMetadata, generation_id: int) -> None: ...
 
 
 class DelayedHeartbeat(DelayedOperation):
@@ -18,7 +28,7 @@ class DelayedHeartbeat(DelayedOperation):
     __slots__ = ("manager", "group", "member")
     kind = "heartbeat"
 
-    def __init__(self, manager: "ClassicGroupManager", group: GroupMetadata,
+    def __init__(self, manager: Rebalancing, group: GroupMetadata,
                  member: MemberMetadata, deadline_ms: int) -> None:
         # DelayedOperation.__init__(0, deadline_ms), inlined: one of these per heartbeat
         self.delay_ms = 0
@@ -46,7 +56,7 @@ class DelayedJoin(DelayedOperation):
     __slots__ = ("manager", "group", "cancelled")
     kind = "join"
 
-    def __init__(self, manager: "ClassicGroupManager", group: GroupMetadata, delay_ms: int) -> None:
+    def __init__(self, manager: Rebalancing, group: GroupMetadata, delay_ms: int) -> None:
         super().__init__(delay_ms)
         self.manager = manager
         self.group = group

@@ -9,7 +9,7 @@ memory, as Kafka does, and changes durable state only through ``shard.write``.
 from __future__ import annotations
 
 from sys import intern
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import structlog
 
@@ -17,6 +17,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 from .. import records as rec
+from ..context import GroupContext
 from ..group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
                      UNKNOWN_MEMBER_ID, GroupMetadata, MemberMetadata)
 from ..history import classic_cause
@@ -24,8 +25,6 @@ from ..records import append_error
 from .delayed import (DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayedJoin, join_key,
                       sync_key)
 
-if TYPE_CHECKING:
-    from ..shard import GroupCoordinatorShard
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -88,7 +87,7 @@ def _send(respond: Callable, response) -> None:
 class ClassicGroupManager:
     """The classic protocol for the classic groups of one shard."""
 
-    def __init__(self, shard: "GroupCoordinatorShard") -> None:
+    def __init__(self, shard: GroupContext) -> None:
         self.shard = shard
         self.groups = shard.groups  # the shard's table: the same dict, never rebound
         self.partition = shard.partition

@@ -17,7 +17,6 @@ timers (coordinator_timer.py) that fence a member through the same write path.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 import re2
 
@@ -27,6 +26,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 from .. import records as rec
+from ..context import GroupContext
 from ..coordinator_timer import CoordinatorTimer
 from ..group import DEAD, EMPTY, STABLE, GroupMetadata
 from . import records as crec
@@ -38,8 +38,6 @@ from .group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, C
 from .migration import ClassicMembers
 from .reconciliation import FencedMemberEpoch, reconcile
 
-if TYPE_CHECKING:
-    from ..shard import GroupCoordinatorShard
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -61,7 +59,7 @@ def _empty(value: str | None) -> bool:
 class ConsumerGroupManager:
     """The KIP-848 protocol for the consumer groups of one shard."""
 
-    def __init__(self, shard: "GroupCoordinatorShard") -> None:
+    def __init__(self, shard: GroupContext) -> None:
         self.shard = shard
         self.groups = shard.groups
         self.config = shard.config
@@ -210,7 +208,7 @@ class ConsumerGroupManager:
             records: list = []
             try:
                 targets = self._compute_target(
-                    group, None, None, self._topic_metadata(group.subscribed_topic_names()),
+                    group, None, None, self.topic_metadata(group.subscribed_topic_names()),
                     None, target_epoch, records, now)
             except GroupError as exc:
                 for pending in waiting:
@@ -455,7 +453,7 @@ class ConsumerGroupManager:
                 postponed.append(_Postponed(member, owned, changed, resolved, was_member))
                 return None
             if metadata is None:
-                metadata = self._topic_metadata(
+                metadata = self.topic_metadata(
                     self._subscribed_names(group, member, updated, resolved))
             targets = self._compute_target(group, member, updated, metadata, resolved,
                                            group_epoch, records, now)
@@ -497,7 +495,7 @@ class ConsumerGroupManager:
         topics_version = self.topics.version()
         if bump or group.metadata_version != topics_version:
             subscribed = self._subscribed_names(group, member, updated, resolved)
-            metadata = self._topic_metadata(subscribed)
+            metadata = self.topic_metadata(subscribed)
             new_hash = metadata_hash(metadata)
             if new_hash != group.metadata_hash:
                 bump = True
@@ -689,7 +687,7 @@ class ConsumerGroupManager:
                              else group.resolved_regexes.get(regex, ()))
         return names
 
-    def _topic_metadata(self, names) -> dict:
+    def topic_metadata(self, names) -> dict:
         """{topic_id: (name, partitions)} of the subscribed topics that exist."""
         out = {}
         for name in names:
@@ -808,7 +806,7 @@ class ConsumerGroupManager:
             return
         now = self.clock()
         records: list = []
-        metadata = self._topic_metadata(group.subscribed_topic_names())
+        metadata = self.topic_metadata(group.subscribed_topic_names())
         try:
             self._compute_target(group, None, None, metadata, None, group.group_epoch,
                                  records, now)
@@ -892,7 +890,7 @@ class ConsumerGroupManager:
         for mid, mm in group.members.items():
             if mid not in leaving:
                 names |= group.subscribed_topics_of(mm)
-        new_hash = metadata_hash(self._topic_metadata(names))
+        new_hash = metadata_hash(self.topic_metadata(names))
         records.append(crec.group_epoch_record(gid, group.group_epoch + 1, new_hash))
         self.stats.consumer_group_rebalances_total += 1
         for member_id in leaving:

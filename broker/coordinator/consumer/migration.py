@@ -17,7 +17,7 @@ each member with its target assignment, and a rebalance starts.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
+from typing import Any, Callable, Protocol
 
 import structlog
 
@@ -25,13 +25,39 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 from .. import records as rec
+from ..context import GroupContext
 from ..group import CONSUMER_PROTOCOL_TYPE, GroupMetadata, MemberMetadata
 from . import records as crec
 from .group import (ConsumerGroup, ConsumerGroupMember, GroupError, MemberState,
                     metadata_hash, new_member_id)
 
-if TYPE_CHECKING:
-    from .manager import ConsumerGroupManager
+
+
+class ConsumerGroups(Protocol):
+    """What the classic protocol's requests to consumer groups use of the consumer-group
+    manager (consumer/manager.py), which holds this object: its state, and the steps that
+    change members the same way for both protocols."""
+
+    shard: GroupContext
+    config: Any
+    clock: Callable[[], int]
+    groups: dict
+    stats: Any
+    timer: Any
+    topics: Any
+
+    def topic_metadata(self, names) -> dict: ...
+    def update_member(self, group: ConsumerGroup, member: ConsumerGroupMember,
+                      updated: ConsumerGroupMember, owned, records: list, *args,
+                      **kwargs): ...
+    def static_member(self, group: ConsumerGroup, member_id: str, epoch: int,
+                      instance_id: str, owned, create: bool, records: list, *args,
+                      **kwargs): ...
+    def fence_member(self, group: ConsumerGroup, *members: ConsumerGroupMember) -> list: ...
+    def schedule_session(self, group_id: str, member: ConsumerGroupMember) -> None: ...
+    def cancel_timers(self, group_id: str, member_id: str) -> None: ...
+    def write_fence(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None: ...
+    def group_tombstones(self, group: ConsumerGroup) -> list: ...
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -42,7 +68,7 @@ _INT16 = struct.Struct(">h")
 class ClassicMembers:
     """The classic protocol's requests to consumer groups, and the upgrade of classic groups."""
 
-    def __init__(self, manager: "ConsumerGroupManager") -> None:
+    def __init__(self, manager: ConsumerGroups) -> None:
         self.manager = manager
         self.config = manager.config
 
@@ -93,7 +119,7 @@ class ClassicMembers:
                              f"Cannot upgrade classic group {gid} to consumer group because "
                              f"{exc}.") from None
         group.metadata_hash = metadata_hash(
-            manager._topic_metadata(group.subscribed_topic_names()))
+            manager.topic_metadata(group.subscribed_topic_names()))
         # the classic rebalance in progress is over: whoever waits rejoins
         manager.shard.classic.unload_group(classic, E.REBALANCE_IN_PROGRESS)
         if classic.persisted:

@@ -46,9 +46,9 @@ import structlog
 
 from protocol.errors import ErrorCode
 
-from ..apis.error_placement import (answer_error, carries_error, names_match, names_of,
+from .apis.error_placement import (answer_error, carries_error, names_match, names_of,
                                     shape_of)
-from ..topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 log = structlog.get_logger("broker.faults")
 
@@ -183,7 +183,7 @@ class Faults:
 
     def add(self, spec: dict | None = None, **fields) -> Fault:
         """Add a fault (a dict as over HTTP, or keyword arguments); an action fires now."""
-        from .. import apis
+        from . import apis
         if spec is not None and not isinstance(spec, dict):
             raise FaultError(f"a fault is a JSON object, not {type(spec).__name__}")
         spec = dict(spec or {}, **fields)
@@ -321,7 +321,7 @@ class Faults:
         group = shard.groups.get(group_id)
         if group is None or not group.members:
             raise FaultError(f"group {group_id!r} has no members here")
-        from ..coordinator.consumer.group import ConsumerGroup
+        from .coordinator.consumer.group import ConsumerGroup
         consumer = isinstance(group, ConsumerGroup)
         if fault.action == "rebalance":
             if consumer:
@@ -403,7 +403,7 @@ class Faults:
         return len(pending)
 
     def _loaded(self, runtime, topic: str, partition: int) -> None:
-        from ..coordinator_log import read_entries
+        from .coordinator_log import read_entries
         self.loads.pop((topic, partition), None)
         log_ = self.broker.topics.partition(topic, partition).log
         runtime.load(partition, read_entries(log_))
