@@ -323,6 +323,12 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("log.level", _str, "info", "debug, info, warning or error."),
 ]}
 
+
+def kafka_default(name: str):
+    """The default of a setting, by its Kafka name: what the coordinators' settings start from,
+    so that each default is written once, here."""
+    return SETTINGS[name].default
+
 #: settings whose values are secrets: never repeated in an error message or a log line
 SECRET_SETTINGS = {"sasl.jaas.config", "sasl.scram.bootstrap.credentials"}
 #: settings a listener may override as listener.name.<listener>.<name>; those in

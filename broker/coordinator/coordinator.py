@@ -35,6 +35,7 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
+from ..config import kafka_default
 from ..purgatory import DelayedOperationPurgatory, Timer
 from .group import GroupState
 from .classic.manager import make_join_callback, make_sync_callback
@@ -56,23 +57,28 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 @dataclass
 class CoordinatorConfig:
-    """The coordinator's settings; :meth:`from_config` reads them by Kafka's names."""
+    """The coordinator's settings; :meth:`from_config` reads them by Kafka's names. The
+    defaults are the broker's (broker/config.py declares each setting once)."""
 
-    group_min_session_timeout_ms: int = 6000
-    group_max_session_timeout_ms: int = 1800000
-    group_initial_rebalance_delay_ms: int = 100   # the broker's default (broker/config.py)
-    group_max_size: int = 2147483647
-    offset_metadata_max_bytes: int = 4096
-    offsets_retention_minutes: int = 10080
-    offsets_topic_num_partitions: int = 50
-    offsets_retention_check_interval_ms: int = 600000
-    group_consumer_heartbeat_interval_ms: int = 250   # the broker's default (broker/config.py)
-    group_consumer_session_timeout_ms: int = 45000
-    group_consumer_max_size: int = 2147483647
-    group_consumer_assignors: tuple = ("uniform", "range")
-    group_consumer_assignment_interval_ms: int = 0   # the broker's default (broker/config.py)
-    group_coordinator_rebalance_protocols: tuple = ("classic", "consumer")
-    group_consumer_migration_policy: str = "bidirectional"
+    group_min_session_timeout_ms: int = kafka_default("group.min.session.timeout.ms")
+    group_max_session_timeout_ms: int = kafka_default("group.max.session.timeout.ms")
+    group_initial_rebalance_delay_ms: int = kafka_default("group.initial.rebalance.delay.ms")
+    group_max_size: int = kafka_default("group.max.size")
+    offset_metadata_max_bytes: int = kafka_default("offset.metadata.max.bytes")
+    offsets_retention_minutes: int = kafka_default("offsets.retention.minutes")
+    offsets_topic_num_partitions: int = kafka_default("offsets.topic.num.partitions")
+    offsets_retention_check_interval_ms: int = kafka_default(
+        "offsets.retention.check.interval.ms")
+    group_consumer_heartbeat_interval_ms: int = kafka_default(
+        "group.consumer.heartbeat.interval.ms")
+    group_consumer_session_timeout_ms: int = kafka_default("group.consumer.session.timeout.ms")
+    group_consumer_max_size: int = kafka_default("group.consumer.max.size")
+    group_consumer_assignors: tuple = kafka_default("group.consumer.assignors")
+    group_consumer_assignment_interval_ms: int = kafka_default(
+        "group.consumer.assignment.interval.ms")
+    group_coordinator_rebalance_protocols: tuple = kafka_default(
+        "group.coordinator.rebalance.protocols")
+    group_consumer_migration_policy: str = kafka_default("group.consumer.migration.policy")
 
     @property
     def offsets_retention_ms(self) -> int:

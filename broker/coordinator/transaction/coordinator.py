@@ -34,6 +34,7 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
+from ...config import kafka_default
 from ...purgatory import Timer
 from ..coordinator_timer import CoordinatorTimer
 from ..records import append_error
@@ -71,14 +72,19 @@ def txn_offset_commit_operation(version: int) -> int:
 
 @dataclass
 class TransactionConfig:
-    """The coordinator's settings by Kafka's names (broker/config.py has the defaults)."""
+    """The coordinator's settings by Kafka's names, with the broker's defaults (broker/config.py
+    declares each setting once)."""
 
-    transaction_state_log_num_partitions: int = 50
-    transaction_max_timeout_ms: int = 900000
-    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
-    transactional_id_expiration_ms: int = 604800000
-    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
-    transaction_partition_verification_enable: bool = True
+    transaction_state_log_num_partitions: int = kafka_default(
+        "transaction.state.log.num.partitions")
+    transaction_max_timeout_ms: int = kafka_default("transaction.max.timeout.ms")
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = kafka_default(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms")
+    transactional_id_expiration_ms: int = kafka_default("transactional.id.expiration.ms")
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = kafka_default(
+        "transaction.remove.expired.transaction.cleanup.interval.ms")
+    transaction_partition_verification_enable: bool = kafka_default(
+        "transaction.partition.verification.enable")
 
     @classmethod
     def from_config(cls, config=None) -> "TransactionConfig":
