@@ -75,15 +75,6 @@ INT_TOPIC_CONFIGS = {"delete.retention.ms", "file.delete.delay.ms", "flush.messa
                      "segment.ms"}
 
 
-class TopicError(Exception):
-    """A topic operation refused with a Kafka error code."""
-
-    def __init__(self, error_code: int, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
-
-
 def validate_topic_name(name: str) -> str | None:
     """Why a topic name is illegal, or None (Kafka's Topic.validate rules)."""
     if not name:

@@ -762,10 +762,6 @@ class MessageClass(Message):
     def encode(self, version: int) -> bytes:
         return (type(self)._bytes_encoders.get(version) or type(self).bytes_encoder(version))(self)
 
-    def encode_into(self, version: int, write) -> None:
-        """Append the encoding to a writer (``list.append``): no intermediate join."""
-        type(self).encoder(version)(self, write)
-
 
 def _build_message(spec: dict) -> type:
     mdef = MessageDef(spec)

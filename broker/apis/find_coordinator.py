@@ -1,7 +1,9 @@
-"""FindCoordinator: every group's and every transactional id's coordinator lives in this broker.
+"""FindCoordinator: the node that coordinates a group or a transactional id.
 
 The shard is abs(java_hashcode(key)) % the partitions of __consumer_offsets (groups, key type 0)
-or of __transaction_state (transactional ids, key type 1); the answer is always this node.
+or of __transaction_state (transactional ids, key type 1); the answer is the node that leads
+that partition: this node while one node serves all, else whichever node leads it now
+(COORDINATOR_NOT_AVAILABLE while none does).
 """
 from __future__ import annotations
 

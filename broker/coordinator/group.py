@@ -185,9 +185,6 @@ class GroupMetadata:
         self.persisted = False      # a GroupMetadata record of this group is in the log
 
     # ------------------------------------------------------------------ state machine
-    def is_state(self, state: GroupState) -> bool:
-        return self.state is state
-
     def can_rebalance(self) -> bool:
         return self.state in VALID_PREVIOUS_STATES[PREPARING_REBALANCE]
 
@@ -204,10 +201,6 @@ class GroupMetadata:
     # ------------------------------------------------------------------ members
     def __len__(self) -> int:
         return len(self.members)
-
-    @property
-    def is_empty_of_members(self) -> bool:
-        return not self.members
 
     def has(self, member_id: str) -> bool:
         return member_id in self.members
@@ -354,9 +347,6 @@ class GroupMetadata:
                 self.leader_id = member_id
                 return True
         return False
-
-    def all_pending_sync_members(self) -> set[str]:
-        return set(self.pending_sync_members)
 
     # ------------------------------------------------------------------ protocols
     def _inc_protocols(self, member: MemberMetadata) -> None:

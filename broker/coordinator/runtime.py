@@ -232,9 +232,6 @@ class CoordinatorRuntime:
     def shards_loading(self) -> set[int]:
         return {shard.partition for shard in self.shards if shard.loading}
 
-    def is_loading(self, key: str) -> bool:
-        return self.shard_for(key).loading
-
     def begin_loading(self, partition: int) -> None:
         self.shards[partition].begin_loading()
 
