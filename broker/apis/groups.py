@@ -353,17 +353,18 @@ def _offset_commit_by_topic_id(broker, request, respond):
 def _offset_fetch_by_topic_id(broker, request, respond):
     Topic_ = m.OffsetFetchResponse.OffsetFetchResponseTopics
     Partition_ = m.OffsetFetchResponse.OffsetFetchResponsePartitions
-    unknown = {}  # group id -> its topics whose id is unknown
+    unknown = []  # per group, in order: its topics whose id is unknown
     for g in request.groups:
+        unknown.append([t for t in g.topics or () if t.name is None])
         if g.topics is not None:
-            unknown[g.group_id] = [t for t in g.topics if t.name is None]
             g.topics = [t for t in g.topics if t.name is not None]
     topics = broker.topics
 
     def respond_with_ids(response) -> None:
-        for g in response.groups:
+        # the coordinator answers the groups in the request's order
+        for g, missing in zip(response.groups, unknown):
             if g.error_code != E.NONE:
-                continue
+                continue  # a group-level error answers no topics
             named = []
             for t in g.topics:
                 topic = topics.get(t.name)
@@ -374,7 +375,7 @@ def _offset_fetch_by_topic_id(broker, request, respond):
             g.topics.extend(Topic_(name=None, topic_id=t.topic_id, partitions=[
                 Partition_(partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
                            metadata="", error_code=E.UNKNOWN_TOPIC_ID)
-                for p in t.partition_indexes]) for t in unknown.get(g.group_id, ()))
+                for p in t.partition_indexes]) for t in missing)
         respond(response)
     return respond_with_ids
 
