@@ -172,8 +172,11 @@ def _offset_fetch(auth, ctx, request, respond):
         Partition_ = m.OffsetFetchResponse.OffsetFetchResponsePartition
         groups = [request]
 
+    def ids(t) -> dict:
+        return {"topic_id": t.topic_id} if version >= 8 else {}  # before v8 topics have no id
+
     def failed(topics, code):
-        return [Topic_(name=t.name, topic_id=t.topic_id, partitions=[
+        return [Topic_(name=t.name, **ids(t), partitions=[
             Partition_(partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
                        metadata="", error_code=code) for p in t.partition_indexes])
             for t in topics]
