@@ -1,10 +1,11 @@
 """One handler module per Kafka API: decode -> call a component -> encode.
 
-Each module defines ``NAME`` (Kafka's API name), ``VERSIONS`` (the range we advertise) and
-``handle(broker, ctx, request, respond)``; a module may also define ``ADVERTISED_VERSIONS`` when
-ApiVersions lists more than it serves (Produce from v0, as Kafka 4 lists it: KAFKA-18659).
-This registry is the one coherent set of versions
-that ApiVersions advertises: kafka-python infers the broker's version from these maxima.
+Each module defines ``NAME`` (Kafka's API name), ``VERSIONS`` (the range we serve and advertise)
+and ``handle(broker, ctx, request, respond)``; a module may also define ``ADVERTISED_VERSIONS``
+when ApiVersions lists more than is served (Produce from v0, as Kafka 4 lists it: KAFKA-18659; a
+request outside the served range closes the connection, as on Kafka). This registry is the one
+coherent set of versions that ApiVersions advertises: kafka-python infers the broker's version
+from these maxima.
 """
 from __future__ import annotations
 
