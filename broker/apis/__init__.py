@@ -1,8 +1,11 @@
 """One handler module per Kafka API: decode -> call a component -> encode.
 
-Each module defines ``NAME`` (Kafka's API name), ``VERSIONS`` (the range we advertise) and
-``handle(broker, ctx, request, respond)``. This registry is the one coherent set of versions
-that ApiVersions advertises: kafka-python infers the broker's version from these maxima.
+Each module defines ``NAME`` (Kafka's API name), ``VERSIONS`` (the range we serve and advertise)
+and ``handle(broker, ctx, request, respond)``; a module may also define ``ADVERTISED_VERSIONS``
+when ApiVersions lists more than is served (Produce from v0, as Kafka 4 lists it: KAFKA-18659; a
+request outside the served range closes the connection, as on Kafka). This registry is the one
+coherent set of versions that ApiVersions advertises: kafka-python infers the broker's version
+from these maxima.
 """
 from __future__ import annotations
 
@@ -29,14 +32,16 @@ _MODULES = [
 
 
 class ApiHandler:
-    __slots__ = ("name", "key", "min_version", "max_version", "handle", "request", "response",
-                 "api", "codecs")
+    __slots__ = ("name", "key", "min_version", "max_version", "advertised_min", "handle",
+                 "request", "response", "api", "codecs")
 
-    def __init__(self, name: str, versions: tuple[int, int], handle) -> None:
+    def __init__(self, name: str, versions: tuple[int, int], handle,
+                 advertised: tuple[int, int] | None = None) -> None:
         self.api = API_BY_NAME[name]
         self.name = name
         self.key = self.api.key
-        self.min_version, self.max_version = versions
+        self.min_version, self.max_version = versions  # what is served
+        self.advertised_min = (advertised or versions)[0]  # what ApiVersions lists
         self.handle = handle
         self.request = self.api.request
         self.response = self.api.response
@@ -70,13 +75,14 @@ def api_version_entries(config=None) -> list:
     hidden = ()
     if config is not None and "consumer" not in config["group.coordinator.rebalance.protocols"]:
         hidden = _groups.CONSUMER_PROTOCOL_APIS
-    return [Entry(api_key=h.key, min_version=h.min_version, max_version=h.max_version)
+    return [Entry(api_key=h.key, min_version=h.advertised_min, max_version=h.max_version)
             for h in sorted(HANDLERS.values(), key=lambda h: h.key) if h.name not in hidden]
 
 
 for _name in _MODULES:
     _module = importlib.import_module(f"{__name__}.{_name}")
-    _register(ApiHandler(_module.NAME, _module.VERSIONS, _module.handle))
+    _register(ApiHandler(_module.NAME, _module.VERSIONS, _module.handle,
+                         getattr(_module, "ADVERTISED_VERSIONS", None)))
 _groups = importlib.import_module(f"{__name__}.groups")
 for _api_name, _versions, _method in _groups.ENTRIES:
     _register(ApiHandler(_api_name, _versions, _groups.route(_method)))

@@ -2,7 +2,14 @@
 which takes the decoded request, the version and the context, and calls ``respond`` exactly once,
 at once or later (delayed operations). This module routes, and with an authorizer checks first
 what Kafka's KafkaApis checks before it asks its group coordinator: the group (READ to take
-part or commit, DESCRIBE to read, DELETE to delete) and the topics named in the request."""
+part or commit, DESCRIBE to read, DELETE to delete) and the topics named in the request.
+
+OffsetCommit and OffsetFetch v10 name topics by id (KIP-848); the coordinator keeps offsets by
+topic name, so the ids are resolved to names here and back in the answer. As on Kafka, an id this
+broker does not know (a topic never created, or deleted, even if re-created under the same name)
+is UNKNOWN_TOPIC_ID for each of its partitions, decided after the group's authorization and
+before the topics'; a topic the coordinator lists (all topics) that no longer exists has no id
+and is left out."""
 from __future__ import annotations
 
 from protocol import messages as m
@@ -13,8 +20,8 @@ from .coordinator_routing import hosted_groups
 
 # (Kafka API name, versions we advertise, GroupCoordinator method)
 ENTRIES = [
-    ("OffsetCommit", (2, 9), "offset_commit"),
-    ("OffsetFetch", (1, 9), "offset_fetch"),
+    ("OffsetCommit", (2, 10), "offset_commit"),
+    ("OffsetFetch", (1, 10), "offset_fetch"),
     ("JoinGroup", (0, 9), "join_group"),
     ("Heartbeat", (0, 4), "heartbeat"),
     ("LeaveGroup", (0, 5), "leave_group"),
@@ -36,14 +43,24 @@ READ, DELETE, DESCRIBE = AclOperation.READ, AclOperation.DELETE, AclOperation.DE
 GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
 GROUP_DENIED, TOPIC_DENIED = E.GROUP_AUTHORIZATION_FAILED, E.TOPIC_AUTHORIZATION_FAILED
 OMITTED = -2147483648
+#: from this version OffsetCommit and OffsetFetch name topics by id
+FIRST_TOPIC_ID_VERSION = 10
 
 
 def route(method: str):
     check = CHECKS.get(method)
+    by_topic_id = TOPIC_ID_STAGES.get(method)
 
     def handle(broker, ctx, request, respond) -> None:
+        by_id = by_topic_id is not None and ctx.api_version >= FIRST_TOPIC_ID_VERSION
+        if by_id:
+            _name_topics(broker, method, request)
         if broker.authorizer is not None and check is not None:
             respond = check(broker.authorizer, ctx, request, respond)
+            if respond is None:
+                return
+        if by_id:
+            respond = by_topic_id(broker, request, respond)
             if respond is None:
                 return
         if method == "list_groups":
@@ -93,7 +110,7 @@ def _offset_commit(auth, ctx, request, respond):
     Partition_ = m.OffsetCommitResponse.OffsetCommitResponsePartition
 
     def failed(topics, code):
-        return [Topic_(name=t.name, partitions=[
+        return [Topic_(name=t.name, topic_id=t.topic_id, partitions=[
             Partition_(partition_index=p.partition_index, error_code=code) for p in t.partitions])
             for t in topics]
     if not auth.allowed(ctx, READ, GROUP, request.group_id):
@@ -111,11 +128,12 @@ def _offset_commit(auth, ctx, request, respond):
 
 def _take_unreadable_topics(auth, ctx, request) -> list:
     """The request's topics the principal may not READ, taken out of the request (Kafka answers
-    them TOPIC_AUTHORIZATION_FAILED beside the coordinator's answer for the others)."""
+    them TOPIC_AUTHORIZATION_FAILED beside the coordinator's answer for the others). A topic
+    whose id is unknown (no name) is left for UNKNOWN_TOPIC_ID, which Kafka decides first."""
     may_read = auth.predicate(ctx, READ, TOPIC)
-    denied = [t for t in request.topics if not may_read(t.name)]
+    denied = [t for t in request.topics if t.name is not None and not may_read(t.name)]
     if denied:
-        request.topics = [t for t in request.topics if may_read(t.name)]
+        request.topics = [t for t in request.topics if t.name is None or may_read(t.name)]
     return denied
 
 
@@ -154,8 +172,11 @@ def _offset_fetch(auth, ctx, request, respond):
         Partition_ = m.OffsetFetchResponse.OffsetFetchResponsePartition
         groups = [request]
 
+    def ids(t) -> dict:
+        return {"topic_id": t.topic_id} if version >= 8 else {}  # before v8 topics have no id
+
     def failed(topics, code):
-        return [Topic_(name=t.name, partitions=[
+        return [Topic_(name=t.name, **ids(t), partitions=[
             Partition_(partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
                        metadata="", error_code=code) for p in t.partition_indexes])
             for t in topics]
@@ -165,10 +186,11 @@ def _offset_fetch(auth, ctx, request, respond):
         if not may_group(g.group_id):
             continue
         allowed.append(g)
-        if g.topics is not None:
-            denied_topics[g.group_id] = failed([t for t in g.topics if not may_topic(t.name)],
-                                               TOPIC_DENIED)
-            g.topics = [t for t in g.topics if may_topic(t.name)]
+        if g.topics is not None:  # a topic whose id is unknown (no name) is left for later
+            denied_topics[g.group_id] = failed(
+                [t for t in g.topics if t.name is not None and not may_topic(t.name)],
+                TOPIC_DENIED)
+            g.topics = [t for t in g.topics if t.name is None or may_topic(t.name)]
 
     def settle(group_id, answer) -> None:
         """Add the refused topics to an answer the coordinator gave without error."""
@@ -292,6 +314,77 @@ def _consumer_group_describe(auth, ctx, request, respond):
         response.groups = out
         respond(response)
     return respond_described
+
+
+# Topic ids (v10+): _name_topics names each topic of the request before the checks; the stage of
+# the API then takes out the unknown ids and returns the ``respond`` the coordinator is to call
+# (which puts the ids in its answer), or None once it answered.
+
+def _name_topics(broker, method: str, request) -> None:
+    """Give each topic of the request the name of its id; None where the id is unknown."""
+    by_id = broker.topics.by_id
+    if method == "offset_commit":
+        topics = request.topics
+    else:
+        topics = [t for g in request.groups for t in g.topics or ()]
+    for t in topics:
+        topic = by_id.get(t.topic_id)
+        t.name = topic.name if topic is not None else None
+
+
+def _offset_commit_by_topic_id(broker, request, respond):
+    Topic_ = m.OffsetCommitResponse.OffsetCommitResponseTopic
+    Partition_ = m.OffsetCommitResponse.OffsetCommitResponsePartition
+    unknown = [t for t in request.topics if t.name is None]
+    if unknown:
+        request.topics = [t for t in request.topics if t.name is not None]
+    ids = {t.name: t.topic_id for t in request.topics}
+
+    def respond_with_ids(response) -> None:
+        for t in response.topics:
+            t.topic_id = ids[t.name]
+        response.topics.extend(Topic_(name=None, topic_id=t.topic_id, partitions=[
+            Partition_(partition_index=p.partition_index, error_code=E.UNKNOWN_TOPIC_ID)
+            for p in t.partitions]) for t in unknown)
+        respond(response)
+    if unknown and not request.topics:  # nothing left for the coordinator, as on Kafka
+        respond_with_ids(m.OffsetCommitResponse(topics=[]))
+        return None
+    return respond_with_ids
+
+
+def _offset_fetch_by_topic_id(broker, request, respond):
+    Topic_ = m.OffsetFetchResponse.OffsetFetchResponseTopics
+    Partition_ = m.OffsetFetchResponse.OffsetFetchResponsePartitions
+    unknown = []  # per group, in order: its topics whose id is unknown
+    for g in request.groups:
+        unknown.append([t for t in g.topics or () if t.name is None])
+        if g.topics is not None:
+            g.topics = [t for t in g.topics if t.name is not None]
+    topics = broker.topics
+
+    def respond_with_ids(response) -> None:
+        # the coordinator answers the groups in the request's order
+        for g, missing in zip(response.groups, unknown):
+            if g.error_code != E.NONE:
+                continue  # a group-level error answers no topics
+            named = []
+            for t in g.topics:
+                topic = topics.get(t.name)
+                if topic is not None:  # else it has no id to answer with: Kafka leaves it out
+                    t.topic_id = topic.topic_id
+                    named.append(t)
+            g.topics = named
+            g.topics.extend(Topic_(name=None, topic_id=t.topic_id, partitions=[
+                Partition_(partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                           metadata="", error_code=E.UNKNOWN_TOPIC_ID)
+                for p in t.partition_indexes]) for t in missing)
+        respond(response)
+    return respond_with_ids
+
+
+TOPIC_ID_STAGES = {"offset_commit": _offset_commit_by_topic_id,
+                   "offset_fetch": _offset_fetch_by_topic_id}
 
 
 CHECKS = {

@@ -10,6 +10,13 @@ that adds the partition to the transaction), and the request is answered once ev
 settled. Until then, later Produce requests on the same connection wait their turn, as on Kafka,
 which reads one request per connection at a time. A request without a transactional id takes
 the same path as before transactions: no verification, no waiting.
+
+From v13 a topic goes by its id (KIP-516): an id this broker does not know (never created, or a
+topic since deleted, even if re-created under the same name with a new id) is UNKNOWN_TOPIC_ID
+for each of its partitions, decided before authorization as Kafka does. v0-2 are advertised, as
+Kafka 4 advertises them (KAFKA-18659: older librdkafka refuses to compress otherwise), but not
+served: Kafka 4 closes the connection on such a request, whatever it holds, and so does this
+broker (broker/server.py closes on any version outside VERSIONS).
 """
 from __future__ import annotations
 
@@ -25,7 +32,10 @@ from ..log import InvalidRecordError, validate_batches
 from .replicas import led_elsewhere
 
 NAME = "Produce"
-VERSIONS = (3, 12)  # Kafka 4 removed v0-2 (magic 0/1 message sets)
+VERSIONS = (3, 13)  # Kafka 4 removed v0-2 (magic 0/1 message sets)
+ADVERTISED_VERSIONS = (0, 13)  # KAFKA-18659
+#: from this version topics go by id
+FIRST_TOPIC_ID_VERSION = 13
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
@@ -160,7 +170,7 @@ def _answer_all(request, respond, code: int, message: str | None) -> None:
         respond(None)
         return
     respond(ProduceResponse(responses=[
-        TopicResponse(name=td.name, partition_responses=[
+        TopicResponse(name=td.name, topic_id=td.topic_id, partition_responses=[
             _error(pd.index, code, message) for pd in td.partition_data])
         for td in request.topic_data]))
 
@@ -175,15 +185,22 @@ def handle(broker, ctx, request, respond) -> None:
 
 
 def _handle(broker, ctx, request, respond) -> None:
-    if broker.authorizer is not None:
-        respond = _authorize(broker.authorizer, ctx, request, respond)
-        if respond is None:
-            return
+    auth = broker.authorizer
+    # transactional records need a transactional id the principal may WRITE, else the whole
+    # request fails (Kafka checks this first, even before topic ids)
+    if (request.transactional_id is None or auth is not None) \
+            and _has_transactional_records(request) and (
+            request.transactional_id is None or not auth.allowed(
+                ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                request.transactional_id)):
+        _answer_all(request, respond, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
+        return
+    if ctx.api_version >= FIRST_TOPIC_ID_VERSION:
+        respond = _resolve_topic_ids(broker, request, respond)
+    if auth is not None:
+        respond = _authorize_topics(auth, ctx, request, respond)
     if request.transactional_id is not None:
         TransactionalProduce(broker, ctx, request, respond).start()
-        return
-    if _has_transactional_records(request):
-        _answer_all(request, respond, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
         return
     acks = request.acks
     now = broker.clock()
@@ -197,23 +214,43 @@ def _handle(broker, ctx, request, respond) -> None:
             else:
                 parts.append(append_partition(broker, topic, pd.index, pd.records, now,
                                               ctx.conn, acks))
-        responses.append(TopicResponse(name=td.name, partition_responses=parts))
+        responses.append(TopicResponse(name=td.name, topic_id=td.topic_id,
+                                       partition_responses=parts))
     if acks == 0:
         respond(None)
     else:
         respond(ProduceResponse(responses=responses))
 
 
-def _authorize(auth, ctx, request, respond):
-    """Kafka's checks: transactional records need WRITE on the transactional id (else the whole
-    request fails), each topic needs WRITE (else its partitions get TOPIC_AUTHORIZATION_FAILED
-    and the others go on). Returns the ``respond`` to go on with, or None once answered."""
-    if _has_transactional_records(request) and (
-            request.transactional_id is None or not auth.allowed(
-                ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
-                request.transactional_id)):
-        _answer_all(request, respond, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
-        return None
+def _resolve_topic_ids(broker, request, respond):
+    """Name each topic of a v13+ request from its id; the ids this broker does not know are
+    taken out and answered UNKNOWN_TOPIC_ID. Returns the ``respond`` to go on with."""
+    by_id = broker.topics.by_id
+    known, unknown = [], []
+    for td in request.topic_data:
+        topic = by_id.get(td.topic_id)
+        if topic is None:
+            unknown.append(td)
+        else:
+            td.name = topic.name
+            known.append(td)
+    if not unknown:
+        return respond
+    request.topic_data = known
+
+    def respond_with_unknown(response) -> None:
+        if response is not None:
+            response.responses.extend(TopicResponse(
+                name="", topic_id=td.topic_id, partition_responses=[
+                    _error(pd.index, ErrorCode.UNKNOWN_TOPIC_ID) for pd in td.partition_data])
+                for td in unknown)
+        respond(response)
+    return respond_with_unknown
+
+
+def _authorize_topics(auth, ctx, request, respond):
+    """Each topic needs WRITE, else its partitions get TOPIC_AUTHORIZATION_FAILED and the others
+    go on. Returns the ``respond`` to go on with."""
     may_write = auth.predicate(ctx, AclOperation.WRITE, ResourceType.TOPIC)
     denied = [td for td in request.topic_data if not may_write(td.name)]
     if not denied:
@@ -222,9 +259,10 @@ def _authorize(auth, ctx, request, respond):
 
     def respond_with_denied(response) -> None:
         if response is not None:
-            response.responses.extend(TopicResponse(name=td.name, partition_responses=[
-                _error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                for pd in td.partition_data]) for td in denied)
+            response.responses.extend(TopicResponse(
+                name=td.name, topic_id=td.topic_id, partition_responses=[
+                    _error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    for pd in td.partition_data]) for td in denied)
         respond(response)
     return respond_with_denied
 
@@ -391,7 +429,8 @@ class TransactionalProduce:
                 for _pd in td.partition_data:
                     parts.append(answers[slot])
                     slot += 1
-                responses.append(TopicResponse(name=td.name, partition_responses=parts))
+                responses.append(TopicResponse(name=td.name, topic_id=td.topic_id,
+                                               partition_responses=parts))
             self.respond(ProduceResponse(responses=responses))
         if self.queued:
             _resume(self.conn)

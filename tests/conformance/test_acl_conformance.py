@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import socket
 import time
+import uuid
 
 import pytest
 
@@ -533,6 +534,70 @@ def test_offsets_and_groups(acl_target, clients, denied):
         groups_names=[denied["group"], denied["ok_group"]]), 2)
     assert sorted((r.group_id, r.error_code) for r in deleted.results) == sorted([
         (denied["group"], E.GROUP_AUTHORIZATION_FAILED), (denied["ok_group"], E.NONE)])
+
+
+def test_topic_ids_with_an_authorizer(acl_target, clients, denied):
+    """Produce v13 and OffsetCommit/OffsetFetch v10 name topics by id: an unknown id is
+    UNKNOWN_TOPIC_ID whatever the ACLs (Kafka resolves ids before it authorizes topics), a
+    refused group refuses every topic, unknown ids too."""
+    client, refused = clients
+    ids = {}
+    for key in ("topic", "ok_topic"):
+        meta = client.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
+            name=denied[key])], allow_auto_topic_creation=False), 12)
+        ids[key] = meta.topics[0].topic_id
+    unknown = uuid.uuid4()
+    wanted = [ids["topic"], ids["ok_topic"], unknown]
+    P = ProduceRequest
+    batch = build_batch([SimpleRecord(key=None, value=b"v")])
+    produced = refused.call(P(transactional_id=None, acks=-1, timeout_ms=10000, topic_data=[
+        P.TopicProduceData(topic_id=i, partition_data=[P.PartitionProduceData(
+            index=0, records=batch)]) for i in wanted]), 13)
+    assert sorted((t.topic_id, t.name, [(p.index, p.error_code) for p in t.partition_responses])
+                  for t in produced.responses) == sorted([
+        (ids["topic"], "", [(0, E.TOPIC_AUTHORIZATION_FAILED)]),
+        (ids["ok_topic"], "", [(0, E.NONE)]),
+        (unknown, "", [(0, E.UNKNOWN_TOPIC_ID)])])
+
+    O = OffsetCommitRequest
+
+    def commit(group):
+        answer = refused.call(O(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                                group_instance_id=None, topics=[
+                                    O.OffsetCommitRequestTopic(topic_id=i, partitions=[
+                                        O.OffsetCommitRequestPartition(
+                                            partition_index=0, committed_offset=3,
+                                            committed_leader_epoch=-1, committed_metadata="")])
+                                    for i in wanted]), 10)
+        return sorted((t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions])
+                      for t in answer.topics)
+
+    assert commit(denied["group"]) == sorted(
+        (i, [(0, E.GROUP_AUTHORIZATION_FAILED)]) for i in wanted)
+    assert commit(denied["ok_group"]) == sorted([
+        (ids["topic"], [(0, E.TOPIC_AUTHORIZATION_FAILED)]),
+        (ids["ok_topic"], [(0, E.NONE)]),
+        (unknown, [(0, E.UNKNOWN_TOPIC_ID)])])
+
+    F = OffsetFetchRequest
+    fetched = refused.call(F(groups=[
+        F.OffsetFetchRequestGroup(group_id=g, topics=[
+            F.OffsetFetchRequestTopics(topic_id=i, partition_indexes=[0]) for i in wanted])
+        for g in (denied["group"], denied["ok_group"])], require_stable=False), 10)
+    every = refused.call(F(groups=[F.OffsetFetchRequestGroup(
+        group_id=denied["ok_group"], topics=None)], require_stable=False), 10)
+    assert [(g.group_id, g.error_code, sorted(
+        (t.topic_id, [(p.partition_index, p.committed_offset, p.error_code)
+                      for p in t.partitions]) for t in g.topics))
+            for g in fetched.groups + every.groups] == [
+        (denied["group"], E.GROUP_AUTHORIZATION_FAILED, []),
+        (denied["ok_group"], E.NONE, sorted([
+            (ids["topic"], [(0, -1, E.TOPIC_AUTHORIZATION_FAILED)]),
+            (ids["ok_topic"], [(0, 3, E.NONE)]),
+            (unknown, [(0, -1, E.UNKNOWN_TOPIC_ID)])])),
+        # all topics: only those the principal may describe, by id
+        (denied["ok_group"], E.NONE, [(ids["ok_topic"], [(0, 3, E.NONE)])]),
+    ]
 
 
 def test_find_coordinator(acl_target, clients, denied):

@@ -376,3 +376,39 @@ def test_expire_a_consumer_protocol_member(kb, client):
     after = client.call(H(group_id=group, member_id=joined.member_id,
                           member_epoch=joined.member_epoch), 0)
     assert after.error_code == E.UNKNOWN_MEMBER_ID
+
+
+def _topic_id(client, topic: str):
+    meta = client.call(m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(
+        name=topic)], allow_auto_topic_creation=False), 12)
+    return meta.topics[0].topic_id
+
+
+def test_topic_match_at_versions_that_name_topics_by_id(kb, client):
+    """Produce v13 and OffsetCommit v10 carry topic ids, not names: a fault matched by topic
+    name still lands on that topic only, and the answer carries the ids."""
+    topic, other = kb.create_topic(partitions=2), kb.create_topic()
+    tid, other_id = _topic_id(client, topic), _topic_id(client, other)
+    kb.faults.add(api="Produce", error="NOT_LEADER_OR_FOLLOWER",
+                  match={"topic": topic, "partition": 1})
+    request = produce(topic, [0, 1])
+    request.topic_data[0].topic_id = tid
+    request.topic_data.append(produce(other, [0]).topic_data[0])
+    request.topic_data[1].topic_id = other_id
+    answer = client.call(request, 13)
+    assert sorted((t.topic_id, p.index, p.error_code) for t in answer.responses
+                  for p in t.partition_responses) == sorted([
+        (tid, 0, E.NONE), (tid, 1, E.NOT_LEADER_OR_FOLLOWER), (other_id, 0, E.NONE)])
+    assert end_offsets(client, topic, [0, 1]) == {0: 1, 1: 0}
+
+    kb.faults.add(api="OffsetCommit", error="UNKNOWN_TOPIC_OR_PARTITION",
+                  match={"topic": other})
+    O = m.OffsetCommitRequest
+    answer = client.call(O(group_id=unique("g"), generation_id_or_member_epoch=-1, member_id="",
+                           topics=[O.OffsetCommitRequestTopic(topic_id=i, partitions=[
+                               O.OffsetCommitRequestPartition(partition_index=0,
+                                                              committed_offset=1)])
+                               for i in (tid, other_id)]), 10)
+    assert sorted((t.topic_id, p.partition_index, p.error_code) for t in answer.topics
+                  for p in t.partitions) == sorted([
+        (tid, 0, E.NONE), (other_id, 0, E.UNKNOWN_TOPIC_OR_PARTITION)])
