@@ -101,9 +101,11 @@ def read(broker, work: FetchWork, conn=None) -> tuple[list, int, bool]:
                                                     uncommitted)))
             continue
         if topic_id != ZERO_UUID and topic.topic_id != topic_id:
-            # the name now belongs to a re-created topic: the id the fetcher holds is gone
+            # a session's partition whose topic was re-created under its name: Kafka's
+            # ReplicaManager finds the log's id differs (a fetch naming the old id afresh is
+            # answered UNKNOWN_TOPIC_ID before reading)
             errors = True
-            out.append((key, name, topic_id, _error(index, ErrorCode.UNKNOWN_TOPIC_ID,
+            out.append((key, name, topic_id, _error(index, ErrorCode.INCONSISTENT_TOPIC_ID,
                                                     uncommitted)))
             continue
         partition = topic.partitions[index]
