@@ -19,8 +19,14 @@ class DelayedFetch(DelayedOperation):
         self.work = work
         self.respond = respond
         self.result = None
+        #: the handler has just read everything and found too little: the purgatory's own
+        #: first try (before it watches) would read the same again
+        self.fresh = True
 
     def try_complete(self) -> bool:
+        if self.fresh:
+            self.fresh = False
+            return False
         reads, total, errors = fetch_api.read(self.broker, self.work)
         if total >= self.work.min_bytes or errors:
             self.result = reads
@@ -45,7 +51,7 @@ class FetchPurgatory:
     def wait(self, work, max_wait_ms: int, respond) -> None:
         """Park a fetch (broker/apis/fetch.py FetchWork), watched by each partition it reads."""
         op = DelayedFetch(self.broker, work, max_wait_ms, respond)
-        keys = [("fetch", name, fp.partition) for _key, name, _id, fp in work.interesting]
+        keys = work.keys
         self.purgatory.try_complete_else_watch(op, keys)
 
     def partition_appended(self, topic: str, partition: int) -> None:

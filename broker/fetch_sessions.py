@@ -89,7 +89,7 @@ class CachedPartition:
 
 class FetchSession:
     __slots__ = ("id", "privileged", "partitions", "uses_topic_ids", "creation_ms",
-                 "last_used_ms", "epoch", "cached_size", "by_all", "by_privileged")
+                 "last_used_ms", "epoch", "cached_size", "by_all", "by_privileged", "resolved")
 
     def __init__(self, session_id: int, privileged: bool, partitions: dict, uses_topic_ids: bool,
                  now: int) -> None:
@@ -105,6 +105,9 @@ class FetchSession:
         self.cached_size = -1
         self.by_all = False
         self.by_privileged = False
+        #: what the Fetch handler made of the partitions (names, logs, purgatory keys), kept
+        #: while the partitions and their order stay the same; None after any change
+        self.resolved = None
 
     def evictable_key(self) -> tuple:
         return (self.privileged, self.cached_size, self.id)
@@ -116,10 +119,12 @@ class FetchSession:
             cached = parts.get(key)
             if cached is None:
                 parts[key] = CachedPartition(topic, topic_id, req)
+                self.resolved = None
             else:
                 cached.update_request(req)
         for key in to_forget:
-            parts.pop(key, None)
+            if parts.pop(key, None) is not None:
+                self.resolved = None
 
 
 class FetchSessionCacheShard:
@@ -225,6 +230,7 @@ class FetchContext:
             for key, cp in self.session.partitions.items():
                 if cp.topic is None and names is not None and self.session.uses_topic_ids:
                     cp.topic = names(cp.topic_id)
+                    self.session.resolved = None
                 out.append((key, cp.topic, cp.topic_id, cp))
             return out
         return self.fetch_data
@@ -269,6 +275,7 @@ class FetchContext:
                     # to the end: the next fetch reads the others first (fairness)
                     del parts[key]
                     parts[key] = cp
+                    session.resolved = None
         return ErrorCode.NONE, session.id, out
 
 

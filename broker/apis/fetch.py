@@ -53,17 +53,23 @@ def _error(index: int, error: ErrorCode, uncommitted: bool):
 
 class FetchWork:
     """One Fetch once its session is resolved: the partitions to read (``interesting``: key,
-    topic name, topic id, request fields), those refused before reading (``erroneous``: key,
-    name, id, answer), and the context that makes the answer."""
+    topic name, topic id, request fields, the Partition as found at ``topics_version``), those
+    refused before reading (``erroneous``: key, name, id, answer), the purgatory keys, and the
+    context that makes the answer. ``quiet``: an incremental fetch, which skips a partition
+    that has nothing new for it (no records at its offset, the high watermark and log start
+    offset it was last told) without making an answer the session would drop anyway."""
 
-    __slots__ = ("context", "interesting", "erroneous", "max_bytes", "min_bytes",
-                 "isolation_level", "version", "listener")
+    __slots__ = ("context", "interesting", "erroneous", "keys", "topics_version", "quiet",
+                 "max_bytes", "min_bytes", "isolation_level", "version", "listener")
 
-    def __init__(self, context, interesting, erroneous, request, version: int,
-                 listener) -> None:
+    def __init__(self, context, interesting, erroneous, keys, topics_version: int, request,
+                 version: int, listener) -> None:
         self.context = context
         self.interesting = interesting
         self.erroneous = erroneous
+        self.keys = keys
+        self.topics_version = topics_version
+        self.quiet = context.kind == "incremental"
         self.max_bytes = request.max_bytes
         self.min_bytes = request.min_bytes
         self.isolation_level = request.isolation_level
@@ -90,33 +96,44 @@ def read(broker, work: FetchWork, conn=None) -> tuple[list, int, bool]:
     total = 0
     errors = False
     uncommitted = work.isolation_level == 0
+    quiet = work.quiet
+    # the partitions found when the fetch came are still the topics' (none deleted since)
+    same_topics = topics.version == work.topics_version
+    # one node leads everything: only the leader epoch the fetcher names can be wrong
+    single = broker.cluster.single
     out = []
-    for key, name, topic_id, fp in work.interesting:
+    for key, name, topic_id, fp, partition in work.interesting:
         index = fp.partition
-        topic = topics.get(name)
-        if topic is None or not 0 <= index < len(topic.partitions):
-            # deleted while the fetch waited
-            errors = True
-            out.append((key, name, topic_id, _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                                    uncommitted)))
-            continue
-        if topic_id != ZERO_UUID and topic.topic_id != topic_id:
-            # a session's partition whose topic was re-created under its name: Kafka's
-            # ReplicaManager finds the log's id differs (a fetch naming the old id afresh is
-            # answered UNKNOWN_TOPIC_ID before reading)
-            errors = True
-            out.append((key, name, topic_id, _error(index, ErrorCode.INCONSISTENT_TOPIC_ID,
-                                                    uncommitted)))
-            continue
-        partition = topic.partitions[index]
-        error = leader_error(broker, conn, partition, fp.current_leader_epoch)
-        if error != ErrorCode.NONE:
-            errors = True
-            out.append((key, name, topic_id, _leader_moved(partition, index, error, uncommitted,
-                                                           work.version)))
-            continue
+        if not same_topics or partition is None:
+            topic = topics.get(name)
+            if topic is None or not 0 <= index < len(topic.partitions):
+                # deleted while the fetch waited
+                errors = True
+                out.append((key, name, topic_id, _error(
+                    index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, uncommitted)))
+                continue
+            if topic_id != ZERO_UUID and topic.topic_id != topic_id:
+                # a session's partition whose topic was re-created under its name: Kafka's
+                # ReplicaManager finds the log's id differs (a fetch naming the old id
+                # afresh is answered UNKNOWN_TOPIC_ID before reading)
+                errors = True
+                out.append((key, name, topic_id, _error(index, ErrorCode.INCONSISTENT_TOPIC_ID,
+                                                        uncommitted)))
+                continue
+            partition = topic.partitions[index]
+        epoch = fp.current_leader_epoch
+        if not single or (epoch != -1 and epoch != partition.leader_epoch):
+            error = leader_error(broker, conn, partition, epoch)
+            if error != ErrorCode.NONE:
+                errors = True
+                out.append((key, name, topic_id, _leader_moved(partition, index, error,
+                                                               uncommitted, work.version)))
+                continue
         log = partition.log
         hw = log.log_end_offset
+        if (quiet and fp.fetch_offset == hw and fp.high_watermark == hw
+                and fp.local_log_start_offset == log.log_start_offset):
+            continue  # nothing new for this fetcher: an incremental answer leaves it out
         lso = log.last_stable_offset
         aborted = None
         try:
@@ -227,19 +244,10 @@ def _name_of(broker):
     return name
 
 
-def handle(broker, ctx, request, respond) -> None:
-    version = ctx.api_version
-    fetch_data, forgotten = _request_partitions(broker, request, version)
-    if version >= 15:  # the replica state is a tagged field: absent, a consumer's (-1)
-        state = request.replica_state
-        replica_id = -1 if state is None else state.replica_id
-    else:
-        replica_id = request.replica_id
-    context = broker.fetch_sessions.new_context(
-        version, request.session_id, request.session_epoch, replica_id >= 0, fetch_data,
-        forgotten)
-    broker.metrics.fetch_kind[context.kind].inc()
-    uncommitted = request.isolation_level == 0
+def _resolve(broker, ctx, context, uncommitted: bool) -> tuple[list, list, list]:
+    """Sort the context's partitions as KafkaApis does before reading: unknown topic id,
+    not authorized, unknown topic or partition (``erroneous``, answered as such), or to be
+    read (``interesting``, with its Partition); and the purgatory keys of those to read."""
     interesting = []
     erroneous = []
     may_read = None
@@ -261,8 +269,42 @@ def handle(broker, ctx, request, respond) -> None:
             erroneous.append((key, name, topic_id, _error(
                 index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, uncommitted)))
             continue
-        interesting.append((key, name, topic_id, fp))
-    work = FetchWork(context, interesting, erroneous, request, version, ctx.listener)
+        if topic_id != ZERO_UUID and topic.topic_id != topic_id:
+            # read() answers it INCONSISTENT_TOPIC_ID: resolve nothing for it
+            interesting.append((key, name, topic_id, fp, None))
+            continue
+        interesting.append((key, name, topic_id, fp, topic.partitions[index]))
+    keys = [("fetch", name, fp.partition) for _k, name, _i, fp, _p in interesting]
+    return interesting, erroneous, keys
+
+
+def handle(broker, ctx, request, respond) -> None:
+    version = ctx.api_version
+    fetch_data, forgotten = _request_partitions(broker, request, version)
+    if version >= 15:  # the replica state is a tagged field: absent, a consumer's (-1)
+        state = request.replica_state
+        replica_id = -1 if state is None else state.replica_id
+    else:
+        replica_id = request.replica_id
+    context = broker.fetch_sessions.new_context(
+        version, request.session_id, request.session_epoch, replica_id >= 0, fetch_data,
+        forgotten)
+    broker.metrics.fetch_kind[context.kind].inc()
+    uncommitted = request.isolation_level == 0
+    topics = broker.topics
+    topics_version = topics.version
+    session = context.session
+    if session is not None and broker.authorizer is None:
+        # an incremental fetch of unchanged partitions and topics: as the last one sorted them
+        stamp = (topics_version, uncommitted)
+        resolved = session.resolved
+        if resolved is None or resolved[0] != stamp:
+            resolved = session.resolved = (stamp, *_resolve(broker, ctx, context, uncommitted))
+        _stamp, interesting, erroneous, keys = resolved
+    else:
+        interesting, erroneous, keys = _resolve(broker, ctx, context, uncommitted)
+    work = FetchWork(context, interesting, erroneous, keys, topics_version, request, version,
+                     ctx.listener)
     reads, total, errors = read(broker, work, ctx.conn)
     if (total >= request.min_bytes or errors or request.max_wait_ms <= 0
             or not interesting):
