@@ -29,6 +29,10 @@ EVICTION_MS = 120_000
 #: Kafka's NumFetchSessionCacheShards
 SHARDS = 8
 INT_MAX = 2**31 - 1
+#: the fewest bytes a partition takes in a Fetch request (v12+: partition, current leader
+#: epoch, fetch offset, last fetched epoch, log start offset, partition max bytes, tag count):
+#: socket.request.max.bytes over this is the most partitions one request can name
+MIN_FETCH_PARTITION_BYTES = 33
 
 
 def next_epoch(epoch: int) -> int:
@@ -283,8 +287,10 @@ class FetchSessionCache:
     """Kafka's FetchManager over its sharded FetchSessionCache."""
 
     def __init__(self, slots: int, clock, eviction_ms: int = EVICTION_MS, shards: int = SHARDS,
-                 rand=None) -> None:
+                 rand=None, max_partitions: int = INT_MAX) -> None:
         self.clock = clock
+        #: the most partitions a session may hold: what one request could name
+        self.max_partitions = max_partitions
         rand = rand or _random.Random()
         self.id_range = INT_MAX // shards
         self.shards = [FetchSessionCacheShard(slots // shards, eviction_ms, self.id_range, n,
@@ -338,6 +344,16 @@ class FetchSessionCache:
             return FetchContext("error", ErrorCode.INVALID_FETCH_SESSION_EPOCH)
         if session.uses_topic_ids != (version >= 13):
             return FetchContext("error", ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+        if len(session.partitions) + len(fetch_data) > self.max_partitions:
+            # kbroker's bound, checked before anything is added (Kafka has none): a session
+            # grown by incremental requests past what one full request could hold is
+            # dropped, and its fetcher starts over with a full fetch
+            parts = session.partitions
+            grown = len(parts) + sum(1 for key, *_ in fetch_data if key not in parts) - sum(
+                1 for key in set(to_forget) if key in parts)
+            if grown > self.max_partitions:
+                shard.remove(session)
+                return FetchContext("error", ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         session.update(fetch_data, to_forget)
         if not session.partitions:
             # nothing left to fetch: the session closes, and this request is answered as

@@ -192,3 +192,17 @@ def test_forgotten_partitions_and_sizes_are_counted_at_touch():
     assert c.partitions_cached == 4
     c.new_context(13, sid, 1, False, [], [(TID, 0), (TID, 1)])
     assert c.partitions_cached == 2
+
+
+def test_a_session_never_grows_past_what_one_request_could_name():
+    c = FetchSessionCache(1000, Clock(), rand=random.Random(3), max_partitions=5)
+    sid = create(c, 4)
+    # re-sending known partitions and forgetting some keeps it within the bound
+    ctx = c.new_context(13, sid, 1, False, data(4) + [((TID, 4), "t", TID, part(4))], [])
+    assert ctx.kind == "incremental" and len(c.get(sid).partitions) == 5
+    ctx = c.new_context(13, sid, 2, False, [((TID, 9), "t", TID, part(9))], [(TID, 0)])
+    assert ctx.kind == "incremental" and len(c.get(sid).partitions) == 5
+    # one more: the session is dropped before anything is added, the fetcher starts over
+    ctx = c.new_context(13, sid, 3, False, [((TID, 10), "t", TID, part(10))], [])
+    assert ctx.error == E.FETCH_SESSION_ID_NOT_FOUND
+    assert c.get(sid) is None and c.partitions_cached == 0
