@@ -26,7 +26,7 @@ def part(p: int, offset: int = 0):
     return F.FetchPartition(partition=p, fetch_offset=offset, partition_max_bytes=1 << 20)
 
 
-def data(n: int, version: int = 13):
+def data(n: int):
     """fetch_data for partitions 0..n-1 of one topic."""
     return [((TID, p), "t", TID, part(p)) for p in range(n)]
 
