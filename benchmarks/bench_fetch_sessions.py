@@ -16,8 +16,8 @@ one request at a time, as a caught-up consumer does:
 Each mode runs twice: ``long-poll`` (max_wait_ms 500, min_bytes 1: the consumer's defaults, so
 about two fetches a second) for ``--long-poll-seconds``, and ``tight`` (max_wait_ms 0) for
 ``--seconds``, which gives the broker's CPU per fetch. Broker CPU is the run time of its
-threads (/proc/<pid>/task/*/schedstat, in ns) over the run, less what the idle broker spends in as long (measured first). Bytes
-are the request and response frames on the wire.
+threads (/proc/<pid>/task/*/schedstat, in ns) over the run, less what the idle broker spends
+in as long (measured first). Bytes are the request and response frames on the wire.
 
 Prints the numbers and writes benchmarks/results/fetch_sessions.json (or --output).
 """
