@@ -9,6 +9,7 @@ import structlog
 from .config import BrokerConfig
 from .coordinator_log import begin_loading_all
 from .fetch_purgatory import FetchPurgatory
+from .fetch_sessions import MIN_FETCH_PARTITION_BYTES, FetchSessionCache
 from .offsets_topic import build_coordinator, load_all
 from .producer_ids import ProducerIdManager
 from .security.sasl import SaslServers
@@ -58,6 +59,11 @@ class Broker:
         self.producer_ids = ProducerIdManager(config["log.dirs"])
         self.ready = False
         self.fetches = FetchPurgatory(self)
+        #: fetch sessions (KIP-227), on the broker's clock in milliseconds
+        self.fetch_sessions = FetchSessionCache(
+            config["max.incremental.fetch.session.cache.slots"],
+            clock=self.clock,
+            max_partitions=config["socket.request.max.bytes"] // MIN_FETCH_PARTITION_BYTES)
         self.coordinator = build_coordinator(self)
         if self.authorizer is not None:
             self.coordinator.topic_filter = self.authorizer.describable_topics

@@ -204,6 +204,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("fetch.max.bytes", int, 57671680,
             "The most record bytes the broker returns for one Fetch, whatever its max_bytes "
             "(at least 1024)."),
+    Setting("max.incremental.fetch.session.cache.slots", int, 1000,
+            "Fetch sessions (KIP-227) kept, over 8 shards of equal share; 0: none, every "
+            "fetch is a full fetch."),
     Setting("log.retention.ms", int, 604800000, "Default retention.ms of topics (-1 = forever)."),
     Setting("log.retention.bytes", int, -1, "Default retention.bytes per partition (-1 = unlimited)."),
     Setting("log.segment.bytes", int, 1073741824, "Segment file size before rolling (with log.dirs)."),
@@ -503,7 +506,8 @@ class BrokerConfig:
                      "message.max.bytes", "queued.max.requests", "ssl.handshake.timeout.ms"):
             if self[name] < 1:
                 raise ConfigError(f"{name} must be at least 1, got {self[name]}")
-        for name in ("max.connections", "max.connections.per.ip"):
+        for name in ("max.connections", "max.connections.per.ip",
+                     "max.incremental.fetch.session.cache.slots"):
             if self[name] < 0:
                 raise ConfigError(f"{name} must be at least 0, got {self[name]}")
         if self["max.connections.per.ip"] == 0 and not self["max.connections.per.ip.overrides"]:

@@ -6,9 +6,6 @@ nothing; the transaction marker that moves it wakes the fetch (``write_txn_marke
 ``partition_appended`` too: a marker is an append)."""
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.messages import FetchResponse
-
 from .apis import fetch as fetch_api
 from .purgatory import DelayedOperation, DelayedOperationPurgatory
 
@@ -16,27 +13,31 @@ from .purgatory import DelayedOperation, DelayedOperationPurgatory
 class DelayedFetch(DelayedOperation):
     kind = "fetch"
 
-    def __init__(self, broker, request, respond) -> None:
-        super().__init__(request.max_wait_ms)
+    def __init__(self, broker, work, max_wait_ms: int, respond) -> None:
+        super().__init__(max_wait_ms)
         self.broker = broker
-        self.request = request
+        self.work = work
         self.respond = respond
         self.result = None
+        #: the handler has just read everything and found too little: the purgatory's own
+        #: first try (before it watches) would read the same again
+        self.fresh = True
 
     def try_complete(self) -> bool:
-        responses, total, errors = fetch_api.read(self.broker, self.request)
-        if total >= self.request.min_bytes or errors:
-            self.result = responses
+        if self.fresh:
+            self.fresh = False
+            return False
+        reads, total, errors = fetch_api.read(self.broker, self.work)
+        if total >= self.work.min_bytes or errors:
+            self.result = reads
             return True
         return False
 
     def on_complete(self) -> None:
-        responses = self.result
-        if responses is None:
-            responses, _total, _errors = fetch_api.read(self.broker, self.request)
-        self.broker.metrics.fetched(responses)
-        self.respond(FetchResponse(error_code=ErrorCode.NONE, session_id=0,
-                                   responses=responses))
+        reads = self.result
+        if reads is None:
+            reads, _total, _errors = fetch_api.read(self.broker, self.work)
+        self.respond(fetch_api.answer(self.broker, self.work, reads))
 
     def on_expiration(self) -> None:
         pass
@@ -47,10 +48,10 @@ class FetchPurgatory:
         self.broker = broker
         self.purgatory = DelayedOperationPurgatory(broker.timer, "fetch")
 
-    def wait(self, request, respond) -> None:
-        op = DelayedFetch(self.broker, request, respond)
-        keys = [("fetch", ft.topic, fp.partition) for ft in request.topics
-                for fp in ft.partitions]
+    def wait(self, work, max_wait_ms: int, respond) -> None:
+        """Park a fetch (broker/apis/fetch.py FetchWork), watched by each partition it reads."""
+        op = DelayedFetch(self.broker, work, max_wait_ms, respond)
+        keys = work.keys
         self.purgatory.try_complete_else_watch(op, keys)
 
     def partition_appended(self, topic: str, partition: int) -> None:

@@ -278,6 +278,11 @@ class TrafficCollector:
                                   value=self.sent)
 
 
+def _sessions(broker, what: str) -> int:
+    cache = getattr(broker, "fetch_sessions", None)
+    return 0 if cache is None else getattr(cache, what)
+
+
 class Metrics:
     def __init__(self, broker) -> None:
         self.broker = broker
@@ -315,6 +320,27 @@ class Metrics:
             "kafka_server_fetches_held_back_total",
             "Fetches that found queued.max.response.bytes full and waited (answered without "
             "records if it was still full).", registry=r)
+        # Kafka's FetchSessionCache gauges (NumIncrementalFetchSessions, ...Partitions Cached,
+        # IncrementalFetchSessionEvictionsPerSec), and what kind of context each Fetch had
+        self.fetch_sessions = Gauge("kafka_incremental_fetch_sessions",
+                                    "Fetch sessions in the cache (KIP-227).", registry=r)
+        self.fetch_sessions.set_function(lambda: _sessions(broker, "size"))
+        self.fetch_session_partitions = Gauge(
+            "kafka_incremental_fetch_partitions_cached",
+            "Partitions held by all fetch sessions.", registry=r)
+        self.fetch_session_partitions.set_function(
+            lambda: _sessions(broker, "partitions_cached"))
+        self.fetch_session_evictions = Gauge(
+            "kafka_incremental_fetch_session_evictions",
+            "Fetch sessions evicted for new ones since the broker started.", registry=r)
+        self.fetch_session_evictions.set_function(lambda: _sessions(broker, "evictions"))
+        fetch_kinds = Counter("kafka_fetch_requests_by_session_total",
+                              "Fetch requests by what their session made of them: full "
+                              "(creating a session), incremental, sessionless, error.",
+                              ["kind"], registry=r)
+        #: kind -> counter child, so counting a fetch is a dict lookup and an add
+        self.fetch_kind = {k: fetch_kinds.labels(k) for k in
+                           ("full", "incremental", "sessionless", "error")}
         r.register(BrokerStateCollector(broker))
         self.traffic = TrafficCollector()
         r.register(self.traffic)

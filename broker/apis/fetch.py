@@ -5,10 +5,19 @@ transactions overlapping what it read, so the consumer can drop their records; e
 reports the last stable offset. A read_committed long-poll is woken by transaction markers
 (they move the last stable offset) as by appends.
 
-No fetch sessions: every response carries session id 0, which tells clients to send full
-requests (as against a Kafka broker with the session cache disabled).
+Versions 13+ name topics by id: an id the broker does not know is answered UNKNOWN_TOPIC_ID
+(a topic deleted and re-created has a new id). Fetch sessions (KIP-227, broker/fetch_sessions.py)
+let a consumer send only what changed and get only the partitions that changed. From v16 a
+partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries its current leader,
+and the answer that leader's endpoint (KIP-951), so the client need not ask Metadata first.
+
+As KafkaApis orders them, the partitions read come first and those refused before reading
+(unknown topic id, not authorized, unknown topic or partition) after; only an error from the
+read itself (not the leader, fenced epoch, offset out of range) ends a long poll early.
 """
 from __future__ import annotations
+
+import uuid
 
 from protocol.errors import ErrorCode
 from protocol.messages import FetchResponse
@@ -18,12 +27,20 @@ from .replicas import leader_error
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "Fetch"
-VERSIONS = (4, 12)
+VERSIONS = (4, 18)
+
+#: the first version that names topics by id
+TOPIC_ID_VERSION = 13
+#: the first version whose leader errors carry the new leader (KIP-951)
+LEADER_DISCOVERY_VERSION = 16
 
 TopicData = FetchResponse.FetchableTopicResponse
 PartitionData = FetchResponse.PartitionData
 AbortedTransaction = FetchResponse.AbortedTransaction
+LeaderIdAndEpoch = FetchResponse.LeaderIdAndEpoch
+NodeEndpoint = FetchResponse.NodeEndpoint
 EMPTY = b""
+ZERO_UUID = uuid.UUID(int=0)
 
 
 def _error(index: int, error: ErrorCode, uncommitted: bool):
@@ -34,16 +51,42 @@ def _error(index: int, error: ErrorCode, uncommitted: bool):
                          preferred_read_replica=-1, records=EMPTY)
 
 
-def read(broker, request, conn=None) -> tuple[list, int, bool]:
-    """Read every requested partition: (topic responses, record bytes, any partition error).
-    With ``conn``, a partition another node leads answers NOT_LEADER_OR_FOLLOWER (a parked
-    fetch re-reads without it: leaders do not move while it waits).
+class FetchWork:
+    """One Fetch once its session is resolved: the partitions to read (``interesting``: key,
+    topic name, topic id, request fields, the Partition as found at ``topics_version``), those
+    refused before reading (``erroneous``: key, name, id, answer), the purgatory keys, and the
+    context that makes the answer. ``quiet``: an incremental fetch, which skips a partition
+    that has nothing new for it (no records at its offset, the high watermark and log start
+    offset it was last told) without making an answer the session would drop anyway."""
+
+    __slots__ = ("context", "interesting", "erroneous", "keys", "topics_version", "quiet",
+                 "max_bytes", "min_bytes", "isolation_level", "version", "listener")
+
+    def __init__(self, context, interesting, erroneous, keys, topics_version: int, request,
+                 version: int, listener) -> None:
+        self.context = context
+        self.interesting = interesting
+        self.erroneous = erroneous
+        self.keys = keys
+        self.topics_version = topics_version
+        self.quiet = context.kind == "incremental"
+        self.max_bytes = request.max_bytes
+        self.min_bytes = request.min_bytes
+        self.isolation_level = request.isolation_level
+        self.version = version
+        self.listener = listener
+
+
+def read(broker, work: FetchWork, conn=None) -> tuple[list, int, bool]:
+    """Read every partition of ``work``: ((key, name, id, answer) in order, record bytes, any
+    read error). With ``conn``, a partition another node leads answers NOT_LEADER_OR_FOLLOWER
+    (a parked fetch re-reads without it: leaders do not move while it waits).
 
     At most the broker's fetch.max.bytes are read, as on Kafka, and at most what is left of
     queued.max.response.bytes (answers not yet taken by the sockets) before anything is read:
     with nothing left, no records (the fetch waits as a long poll, see handle)."""
     topics = broker.topics
-    remaining = min(request.max_bytes, broker.config["fetch.max.bytes"])
+    remaining = min(work.max_bytes, broker.config["fetch.max.bytes"])
     budget = broker.server.fetch_budget()
     if budget is not None and budget < remaining:
         remaining = budget
@@ -52,84 +95,220 @@ def read(broker, request, conn=None) -> tuple[list, int, bool]:
     first_whole = remaining > 0
     total = 0
     errors = False
-    uncommitted = request.isolation_level == 0
+    uncommitted = work.isolation_level == 0
+    quiet = work.quiet
+    # the partitions found when the fetch came are still the topics' (none deleted since)
+    same_topics = topics.version == work.topics_version
+    # one node leads everything: only the leader epoch the fetcher names can be wrong
+    single = broker.cluster.single
     out = []
-    for ft in request.topics:
-        topic = topics.get(ft.topic)
-        parts = []
-        for fp in ft.partitions:
-            index = fp.partition
+    for key, name, topic_id, fp, partition in work.interesting:
+        index = fp.partition
+        if not same_topics or partition is None:
+            topic = topics.get(name)
             if topic is None or not 0 <= index < len(topic.partitions):
+                # deleted while the fetch waited
                 errors = True
-                parts.append(_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, uncommitted))
+                out.append((key, name, topic_id, _error(
+                    index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, uncommitted)))
                 continue
-            error = leader_error(broker, conn, topic.partitions[index], fp.current_leader_epoch)
+            if topic_id != ZERO_UUID and topic.topic_id != topic_id:
+                # a session's partition whose topic was re-created under its name: Kafka's
+                # ReplicaManager finds the log's id differs (a fetch naming the old id
+                # afresh is answered UNKNOWN_TOPIC_ID before reading)
+                errors = True
+                out.append((key, name, topic_id, _error(index, ErrorCode.INCONSISTENT_TOPIC_ID,
+                                                        uncommitted)))
+                continue
+            partition = topic.partitions[index]
+        epoch = fp.current_leader_epoch
+        if not single or (epoch != -1 and epoch != partition.leader_epoch):
+            error = leader_error(broker, conn, partition, epoch)
             if error != ErrorCode.NONE:
                 errors = True
-                parts.append(_error(index, error, uncommitted))
+                out.append((key, name, topic_id, _leader_moved(partition, index, error,
+                                                               uncommitted, work.version)))
                 continue
-            log = topic.partitions[index].log
-            hw = log.log_end_offset
-            lso = log.last_stable_offset
-            aborted = None
-            try:
-                limit = min(fp.partition_max_bytes, remaining)
-                if uncommitted:
-                    records = log.read(fp.fetch_offset, limit,
-                                       min_one_message=first_whole and total == 0)
-                else:
-                    offset = fp.fetch_offset
-                    records = log.read(offset, limit, min_one_message=first_whole and total == 0,
-                                       max_offset=lso if lso < hw else None)
-                    aborted = [] if offset >= lso else [
-                        AbortedTransaction(producer_id=txn.producer_id,
-                                           first_offset=txn.first_offset)
-                        for txn in log.aborted_transactions(offset, len(records))]
-            except OffsetOutOfRange:
-                # the client resets its position with ListOffsets
-                errors = True
-                parts.append(_error(index, ErrorCode.OFFSET_OUT_OF_RANGE, uncommitted))
-                continue
-            size = len(records)
-            total += size
-            remaining = max(0, remaining - size)
-            parts.append(PartitionData(
-                partition_index=index, error_code=ErrorCode.NONE, high_watermark=hw,
-                last_stable_offset=lso, log_start_offset=log.log_start_offset,
-                aborted_transactions=aborted, preferred_read_replica=-1, records=records))
-        out.append(TopicData(topic=ft.topic, partitions=parts))
+        log = partition.log
+        hw = log.log_end_offset
+        if (quiet and fp.fetch_offset == hw and fp.high_watermark == hw
+                and fp.local_log_start_offset == log.log_start_offset):
+            continue  # nothing new for this fetcher: an incremental answer leaves it out
+        lso = log.last_stable_offset
+        aborted = None
+        try:
+            limit = min(fp.partition_max_bytes, remaining)
+            if uncommitted:
+                records = log.read(fp.fetch_offset, limit,
+                                   min_one_message=first_whole and total == 0)
+            else:
+                offset = fp.fetch_offset
+                records = log.read(offset, limit, min_one_message=first_whole and total == 0,
+                                   max_offset=lso if lso < hw else None)
+                aborted = [] if offset >= lso else [
+                    AbortedTransaction(producer_id=txn.producer_id,
+                                       first_offset=txn.first_offset)
+                    for txn in log.aborted_transactions(offset, len(records))]
+        except OffsetOutOfRange:
+            # the client resets its position with ListOffsets
+            errors = True
+            out.append((key, name, topic_id, _error(index, ErrorCode.OFFSET_OUT_OF_RANGE,
+                                                    uncommitted)))
+            continue
+        size = len(records)
+        total += size
+        remaining = max(0, remaining - size)
+        out.append((key, name, topic_id, PartitionData(
+            partition_index=index, error_code=ErrorCode.NONE, high_watermark=hw,
+            last_stable_offset=lso, log_start_offset=log.log_start_offset,
+            aborted_transactions=aborted, preferred_read_replica=-1, records=records)))
     return out, total, errors
 
 
-def handle(broker, ctx, request, respond) -> None:
-    if request.session_id != 0 or request.session_epoch not in (-1, 0):
-        respond(FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-                              session_id=0, responses=[]))
-        return
+def _leader_moved(partition, index: int, error: int, uncommitted: bool, version: int):
+    """A leader error; from v16 it names the partition's current leader and epoch (KIP-951)."""
+    data = _error(index, error, uncommitted)
+    if version >= LEADER_DISCOVERY_VERSION:
+        data.current_leader = LeaderIdAndEpoch(leader_id=partition.leader,
+                                               leader_epoch=partition.leader_epoch)
+    return data
+
+
+def answer(broker, work: FetchWork, reads: list) -> FetchResponse:
+    """The response to ``work`` given what was read: the session keeps only what changed (an
+    incremental fetch) or is created now (a full fetch asking for one)."""
+    names = {}
+    updates = []
+    for key, name, topic_id, data in reads:
+        names[key] = (name, topic_id)
+        updates.append((key, data))
+    for key, name, topic_id, data in work.erroneous:
+        names[key] = (name, topic_id)
+        updates.append((key, data))
+    error, session_id, kept = work.context.answer(updates)
+    responses = []
+    last = None
+    leaders = set()
+    for key, data in kept:
+        name, topic_id = names[key]
+        if last is None or (last.topic, last.topic_id) != (name or "", topic_id):
+            last = TopicData(topic=name or "", topic_id=topic_id, partitions=[])
+            responses.append(last)
+        last.partitions.append(data)
+        if data.current_leader is not None and data.current_leader.leader_id >= 0:
+            leaders.add(data.current_leader.leader_id)
+    endpoints = []
+    if leaders and work.listener is not None:
+        alive = set(broker.cluster.alive())
+        for node in sorted(leaders):
+            if node in alive:
+                host, port = broker.advertised(work.listener, node)
+                endpoints.append(NodeEndpoint(node_id=node, host=host, port=port, rack=None))
+    broker.metrics.fetched(responses)
+    return FetchResponse(throttle_time_ms=0, error_code=error, session_id=session_id,
+                         responses=responses, node_endpoints=endpoints)
+
+
+def _request_partitions(broker, request, version: int):
+    """The request's partitions as (key, topic name or None, topic id, fields), one per key
+    (a repeated partition counts once, its last fields kept, as Kafka's map keeps it), and its
+    forgotten partitions' keys. From v13 the key is the topic id, else the name."""
+    by_key = {}
+    forgotten = []
+    if version >= TOPIC_ID_VERSION:
+        by_id = broker.topics.by_id
+        for ft in request.topics:
+            topic = by_id.get(ft.topic_id)
+            name = None if topic is None else topic.name
+            for fp in ft.partitions:
+                by_key[(ft.topic_id, fp.partition)] = ((ft.topic_id, fp.partition), name,
+                                                       ft.topic_id, fp)
+        for ft in request.forgotten_topics_data:
+            forgotten.extend((ft.topic_id, p) for p in ft.partitions)
+    else:
+        for ft in request.topics:
+            for fp in ft.partitions:
+                by_key[(ft.topic, fp.partition)] = ((ft.topic, fp.partition), ft.topic,
+                                                    ZERO_UUID, fp)
+        for ft in request.forgotten_topics_data or ():
+            forgotten.extend((ft.topic, p) for p in ft.partitions)
+    return list(by_key.values()), forgotten
+
+
+def _name_of(broker):
+    by_id = broker.topics.by_id
+
+    def name(topic_id):
+        topic = by_id.get(topic_id)
+        return None if topic is None else topic.name
+    return name
+
+
+def _resolve(broker, ctx, context, uncommitted: bool) -> tuple[list, list, list]:
+    """Sort the context's partitions as KafkaApis does before reading: unknown topic id,
+    not authorized, unknown topic or partition (``erroneous``, answered as such), or to be
+    read (``interesting``, with its Partition); and the purgatory keys of those to read."""
+    interesting = []
+    erroneous = []
+    may_read = None
     if broker.authorizer is not None:
-        respond = _authorize(broker.authorizer, ctx, request, respond)
-    responses, total, errors = read(broker, request, ctx.conn)
-    if total >= request.min_bytes or errors or request.max_wait_ms <= 0 or not request.topics:
-        broker.metrics.fetched(responses)
-        respond(FetchResponse(error_code=ErrorCode.NONE, session_id=0, responses=responses))
+        may_read = broker.authorizer.predicate(ctx, AclOperation.READ, ResourceType.TOPIC)
+    topics = broker.topics
+    for key, name, topic_id, fp in context.partitions(_name_of(broker)):
+        index = fp.partition
+        if name is None:
+            erroneous.append((key, name, topic_id,
+                              _error(index, ErrorCode.UNKNOWN_TOPIC_ID, uncommitted)))
+            continue
+        if may_read is not None and not may_read(name):
+            erroneous.append((key, name, topic_id,
+                              _error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED, uncommitted)))
+            continue
+        topic = topics.get(name)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            erroneous.append((key, name, topic_id, _error(
+                index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, uncommitted)))
+            continue
+        if topic_id != ZERO_UUID and topic.topic_id != topic_id:
+            # read() answers it INCONSISTENT_TOPIC_ID: resolve nothing for it
+            interesting.append((key, name, topic_id, fp, None))
+            continue
+        interesting.append((key, name, topic_id, fp, topic.partitions[index]))
+    keys = [("fetch", name, fp.partition) for _k, name, _i, fp, _p in interesting]
+    return interesting, erroneous, keys
+
+
+def handle(broker, ctx, request, respond) -> None:
+    version = ctx.api_version
+    fetch_data, forgotten = _request_partitions(broker, request, version)
+    if version >= 15:  # the replica state is a tagged field: absent, a consumer's (-1)
+        state = request.replica_state
+        replica_id = -1 if state is None else state.replica_id
+    else:
+        replica_id = request.replica_id
+    context = broker.fetch_sessions.new_context(
+        version, request.session_id, request.session_epoch, replica_id >= 0, fetch_data,
+        forgotten)
+    broker.metrics.fetch_kind[context.kind].inc()
+    uncommitted = request.isolation_level == 0
+    topics = broker.topics
+    topics_version = topics.version
+    session = context.session
+    if session is not None and broker.authorizer is None:
+        # an incremental fetch of unchanged partitions and topics: as the last one sorted them
+        stamp = (topics_version, uncommitted)
+        resolved = session.resolved
+        if resolved is None or resolved[0] != stamp:
+            resolved = session.resolved = (stamp, *_resolve(broker, ctx, context, uncommitted))
+        _stamp, interesting, erroneous, keys = resolved
+    else:
+        interesting, erroneous, keys = _resolve(broker, ctx, context, uncommitted)
+    work = FetchWork(context, interesting, erroneous, keys, topics_version, request, version,
+                     ctx.listener)
+    reads, total, errors = read(broker, work, ctx.conn)
+    if (total >= request.min_bytes or errors or request.max_wait_ms <= 0
+            or not interesting):
+        respond(answer(broker, work, reads))
         return
     ctx.park()
-    broker.fetches.wait(request, respond)
-
-
-def _authorize(auth, ctx, request, respond):
-    """Each topic needs READ: the partitions of the others are answered
-    TOPIC_AUTHORIZATION_FAILED along with what the fetch reads (now or once it waited)."""
-    may_read = auth.predicate(ctx, AclOperation.READ, ResourceType.TOPIC)
-    denied = [ft for ft in request.topics if not may_read(ft.topic)]
-    if not denied:
-        return respond
-    request.topics = [ft for ft in request.topics if may_read(ft.topic)]
-    uncommitted = request.isolation_level == 0
-
-    def respond_with_denied(response) -> None:
-        response.responses.extend(TopicData(topic=ft.topic, partitions=[
-            _error(fp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED, uncommitted)
-            for fp in ft.partitions]) for ft in denied)
-        respond(response)
-    return respond_with_denied
+    broker.fetches.wait(work, request.max_wait_ms, respond)

@@ -136,6 +136,25 @@ def fetch_error(port: int, topic: str, partition: int, epoch: int) -> str:
     return E(answer.responses[0].partitions[0].error_code).name
 
 
+def fetch_leader(target, node: int, topic: str, partition: int, epoch: int) -> dict:
+    """A Fetch v17's leader error and, as KIP-951 adds, the leader it names and that leader's
+    endpoint (by node: whether its port is the node's)."""
+    F = m.FetchRequest
+    by_name = {t.name: t.topic_id for t in metadata(target, node, [topic]).topics}
+    answer = call(target.ports[node], F(
+        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+        session_id=0, session_epoch=-1, topics=[F.FetchTopic(
+            topic_id=by_name[topic], partitions=[F.FetchPartition(partition=partition, current_leader_epoch=epoch, fetch_offset=0,
+                log_start_offset=-1, partition_max_bytes=1 << 20)])],
+        forgotten_topics_data=[], rack_id=""), 17)
+    p = answer.responses[0].partitions[0]
+    leader = p.current_leader
+    return {"error": E(p.error_code).name,
+            "leader": None if leader is None else (leader.leader_id, leader.leader_epoch),
+            "endpoints": sorted((e.node_id, e.port == target.ports[e.node_id])
+                                for e in answer.node_endpoints)}
+
+
 def epoch_end(port: int, topic: str, partition: int, current: int, epoch: int) -> tuple:
     O = m.OffsetForLeaderEpochRequest
     answer = call(port, O(replica_id=-1, topics=[O.OffsetForLeaderTopic(
@@ -179,6 +198,9 @@ def run(target, rf3: str, rf1: str) -> dict:
     leader = gone[(topic, index)]["leader"]
     out["fetch at the old epoch"] = fetch_error(target.ports[leader], topic, index,
                                                 full[(topic, index)]["epoch"])
+    out["fetch v17 at the old epoch"] = fetch_leader(target, leader, topic, index,
+                                                     full[(topic, index)]["epoch"])
+    out["fetch v17 from a node without a replica"] = fetch_leader(target, 3, rf1, 0, -1)
     out["end of the old epoch"] = epoch_end(target.ports[leader], topic, index,
                                             gone[(topic, index)]["epoch"],
                                             full[(topic, index)]["epoch"])
@@ -221,6 +243,9 @@ def test_a_node_going_down_and_back_answers_as_kafka(clusters):
     kafka, ours = results["kafka"], results["kbroker"]
     for step in kafka:
         assert ours[step] == kafka[step], f"{step}:\n kafka   {kafka[step]}\n kbroker {ours[step]}"
+    # KIP-951: the leader errors name the leader and carry its endpoint
+    for step in ("fetch v17 at the old epoch", "fetch v17 from a node without a replica"):
+        assert ours[step]["leader"] is not None and ours[step]["endpoints"], ours[step]
 
 
 def produce_across_a_node_down(target) -> dict:

@@ -481,3 +481,55 @@ def test_java_classic_group_rolled_to_the_consumer_protocol_and_back(broker, jar
     finally:
         for m in retired + list(members.values()):
             m.kill()
+
+
+# ---------------------------------------------------------------- fetch sessions
+
+def fetch_counts(port: int) -> dict[str, float]:
+    """The broker's fetch requests by session kind, and its fetch sessions (/metrics)."""
+    import re
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out = {m[1]: float(m[2]) for m in re.finditer(
+        r'^kafka_fetch_requests_by_session_total\{kind="(\w+)"\} (\S+)$', text, re.M)}
+    out["sessions"] = float(re.search(r"^kafka_incremental_fetch_sessions (\S+)$", text,
+                                      re.M)[1])
+    out["versions"] = sorted(int(m[1]) for m in re.finditer(
+        r'^kafka_requests_total\{api="Fetch",version="(\d+)"\} \S+$', text, re.M))
+    return out
+
+
+def test_java_consumer_fetches_in_a_session(jar):
+    """The Java consumer fetches over Fetch v18 in a fetch session: one full fetch creates it,
+    then incremental fetches, and it reads every record produced before and while it runs."""
+    from tests.support import BrokerProcess, free_port
+    metrics_port = free_port()
+    server = BrokerProcess(overrides={"metrics.port": metrics_port})
+    server.start()
+    member = None
+    try:
+        from kafka import KafkaAdminClient
+        from kafka.admin import NewTopic
+        partitions, topic, group = 3, unique("java-session"), unique("java-session-g")
+        admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+        admin.close()
+        produce(server.bootstrap, topic, partitions, 0, 5)
+        member = GroupMember(jar, "s1", server.bootstrap, topic, group, "range")
+        sets = MemberSet(server)
+        sets.live["s1"] = member
+        sets.wait_for("the first records", lambda: len(member.records()) == 15)
+        produce(server.bootstrap, topic, partitions, 5, 5)
+        sets.wait_for("every record", lambda: len(member.records()) == 30)
+        time.sleep(1.5)  # idle long polls: incremental fetches with nothing changed
+        counts = fetch_counts(metrics_port)
+        assert counts.get("full", 0) >= 1 and counts.get("incremental", 0) >= 3, counts
+        assert counts.get("error", 0) == 0 and counts["sessions"] >= 1, counts
+        got = sorted(member.records())
+        assert got == sorted((p, i, f"{p}-{i}") for p in range(partitions) for i in range(10))
+        assert counts["versions"] == [18], counts
+    finally:
+        if member is not None:
+            member.stop()
+        server.stop()
