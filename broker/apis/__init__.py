@@ -27,8 +27,14 @@ _MODULES = [
     "describe_quorum", "list_config_resources", "sasl_handshake", "sasl_authenticate",
     "alter_user_scram_credentials", "describe_user_scram_credentials", "write_txn_markers",
     "create_delegation_token", "renew_delegation_token", "expire_delegation_token",
-    "describe_delegation_token",
+    "describe_delegation_token", "offset_commit", "offset_fetch", "join_group", "heartbeat",
+    "leave_group", "sync_group", "describe_groups", "list_groups", "delete_groups",
+    "offset_delete", "consumer_group_heartbeat", "consumer_group_describe",
 ]
+
+#: the APIs of the consumer protocol (KIP-848), advertised when group.coordinator.rebalance.protocols
+#: names "consumer"
+CONSUMER_PROTOCOL_APIS = ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")
 
 
 class ApiHandler:
@@ -74,7 +80,7 @@ def api_version_entries(config=None) -> list:
     Entry = ApiVersionsResponse.ApiVersion
     hidden = ()
     if config is not None and "consumer" not in config["group.coordinator.rebalance.protocols"]:
-        hidden = _groups.CONSUMER_PROTOCOL_APIS
+        hidden = CONSUMER_PROTOCOL_APIS
     return [Entry(api_key=h.key, min_version=h.advertised_min, max_version=h.max_version)
             for h in sorted(HANDLERS.values(), key=lambda h: h.key) if h.name not in hidden]
 
@@ -83,7 +89,4 @@ for _name in _MODULES:
     _module = importlib.import_module(f"{__name__}.{_name}")
     _register(ApiHandler(_module.NAME, _module.VERSIONS, _module.handle,
                          getattr(_module, "ADVERTISED_VERSIONS", None)))
-_groups = importlib.import_module(f"{__name__}.groups")
-for _api_name, _versions, _method in _groups.ENTRIES:
-    _register(ApiHandler(_api_name, _versions, _groups.route(_method)))
 

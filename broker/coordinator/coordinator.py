@@ -50,7 +50,7 @@ E = ErrorCode
 
 #: DescribeGroups authorized_operations for a group when asked, without an authorizer (everything
 #: Kafka allows on a group resource): READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10),
-#: ALTER_CONFIGS(11). With one, broker/apis/groups.py fills the field from the ACLs.
+#: ALTER_CONFIGS(11). With one, broker/apis/describe_groups.py fills the field from the ACLs.
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 

@@ -190,3 +190,14 @@ def cluster_authorized_operations(auth: Authorization | None, ctx) -> int:
     if auth is not None and not auth.cluster(ctx, AclOperation.DESCRIBE):
         return 0
     return authorized_operations(auth, ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def take_unreadable_topics(auth, ctx, request) -> list:
+    """The request's topics the principal may not READ, taken out of the request (Kafka answers
+    them TOPIC_AUTHORIZATION_FAILED beside the coordinator's answer for the others). A topic
+    whose id is unknown (no name) is left for UNKNOWN_TOPIC_ID, which Kafka decides first."""
+    may_read = auth.predicate(ctx, AclOperation.READ, ResourceType.TOPIC)
+    denied = [t for t in request.topics if t.name is not None and not may_read(t.name)]
+    if denied:
+        request.topics = [t for t in request.topics if t.name is None or may_read(t.name)]
+    return denied
