@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import shutil
 import time
 
@@ -190,3 +191,70 @@ def test_broker_page_shows_listeners_settings_and_requests(broker, browser):
     assert "PLAINTEXT" in text_of(browser, "#listeners-table")
     assert "ApiVersions" in text_of(browser, "#apis-table")
     shot(browser, "5-broker")
+
+
+#: what a template writes when it puts a value where it meant a condition
+STRAY = re.compile(r"\b(false|true|undefined|null|NaN)\b|\[object Object\]")
+
+
+@pytest.fixture(scope="module")
+def read_only_broker():
+    """The console as it comes: actions off (console.actions.enable's default)."""
+    port = free_port()
+    proc = BrokerProcess(overrides={"metrics.port": port})
+    proc.console = f"http://127.0.0.1:{port}/"
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+def visible_text(driver, leave_out: str | None = None) -> str:
+    """The page's text as a person sees it, without the element ``leave_out`` names (a table
+    of settings or configs, where true and false are the values shown)."""
+    return driver.execute_script(
+        "const skip = arguments[0] && document.querySelector(arguments[0]);"
+        "if (!skip) return document.body.innerText;"
+        "const old = skip.style.display; skip.style.display = 'none';"
+        "const text = document.body.innerText; skip.style.display = old; return text;",
+        leave_out)
+
+
+def test_every_view_shows_no_stray_values_with_actions_off(read_only_broker, browser):
+    """Each view of the read-only console, with one topic holding a message and one empty
+    classic group: what it shows has no stray false, true, undefined, null, NaN or [object
+    Object] (templates once wrote `false` under the topic filter and `falsefalsefalse` under
+    the group's offsets and the topic's messages when actions were off)."""
+    broker = read_only_broker
+    topic, group = unique("plain"), unique("idle")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(WAIT_S)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(topic, key=b"k", value=b"a plain value")
+    assert producer.flush(WAIT_S) == 0
+    member = consumer(broker, group, "console-idle")
+    member.subscribe([topic])
+    got = []
+
+    def read_it() -> bool:
+        message = member.poll(0.2)
+        if message is not None and not message.error():
+            got.append(message)
+        return bool(got)
+
+    wait_until(read_it, WAIT_S, interval=0, message="the member to read the message")
+    member.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    member.close()                                  # the group is Empty, with an offset
+
+    views = [("#/topics", f'tr[data-topic="{topic}"]', None),
+             (f"#/topics/{topic}", "#messages-table tbody tr", "#configs-table"),
+             ("#/groups", f'#groups-table tbody tr', None),
+             (f"#/groups/{group}", "#offsets-table tbody tr", None),
+             ("#/broker", "#apis-table tbody tr", "#settings-table")]
+    for n, (view, ready, leave_out) in enumerate(views, start=1):
+        browser.get(broker.console + view)
+        wait_until(lambda: count(browser, ready) > 0, WAIT_S, message=f"{view} to show")
+        shot(browser, f"read-only-{n}-{view.strip('#/').replace('/', '-')}")
+        text = visible_text(browser, leave_out)
+        assert text.strip(), view
+        assert STRAY.findall(text) == [], (view, text)
+        assert not count(browser, "form.action"), view   # actions are off: no forms

@@ -55,7 +55,9 @@ function table(id, headers, rows) {
 }
 
 function fill(container, ...children) {
-  container.replaceChildren(...children.flat().filter(c => c !== null && c !== undefined));
+  // `actions && form(...)` is false when actions are off: nothing, not the text "false"
+  container.replaceChildren(...children.flat().filter(c => c !== null && c !== undefined &&
+                                                          c !== false));
 }
 
 function status(text, cls) {
