@@ -243,6 +243,12 @@ class TopicManager:
     def get(self, name: str) -> Topic | None:
         return self.topics.get(name)
 
+    def name_of(self, topic_id) -> str | None:
+        """The name of the topic with this id; None for an id no topic has (never created,
+        or deleted, even if a topic of the same name was created since)."""
+        topic = self.by_id.get(topic_id)
+        return None if topic is None else topic.name
+
     def partition(self, name: str, index: int) -> Partition | None:
         topic = self.topics.get(name)
         if topic is None or not 0 <= index < len(topic.partitions):

@@ -216,10 +216,9 @@ def _request_partitions(broker, request, version: int):
     by_key = {}
     forgotten = []
     if version >= TOPIC_ID_VERSION:
-        by_id = broker.topics.by_id
+        name_of = broker.topics.name_of
         for ft in request.topics:
-            topic = by_id.get(ft.topic_id)
-            name = None if topic is None else topic.name
+            name = name_of(ft.topic_id)
             for fp in ft.partitions:
                 by_key[(ft.topic_id, fp.partition)] = ((ft.topic_id, fp.partition), name,
                                                        ft.topic_id, fp)
@@ -235,15 +234,6 @@ def _request_partitions(broker, request, version: int):
     return list(by_key.values()), forgotten
 
 
-def _name_of(broker):
-    by_id = broker.topics.by_id
-
-    def name(topic_id):
-        topic = by_id.get(topic_id)
-        return None if topic is None else topic.name
-    return name
-
-
 def _resolve(broker, ctx, context, uncommitted: bool) -> tuple[list, list, list]:
     """Sort the context's partitions as KafkaApis does before reading: unknown topic id,
     not authorized, unknown topic or partition (``erroneous``, answered as such), or to be
@@ -254,7 +244,7 @@ def _resolve(broker, ctx, context, uncommitted: bool) -> tuple[list, list, list]
     if broker.authorizer is not None:
         may_read = broker.authorizer.predicate(ctx, AclOperation.READ, ResourceType.TOPIC)
     topics = broker.topics
-    for key, name, topic_id, fp in context.partitions(_name_of(broker)):
+    for key, name, topic_id, fp in context.partitions(broker.topics.name_of):
         index = fp.partition
         if name is None:
             erroneous.append((key, name, topic_id,

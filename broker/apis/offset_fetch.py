@@ -26,10 +26,9 @@ TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 def handle(broker, ctx, request, respond) -> None:
     by_id = ctx.api_version >= FIRST_TOPIC_ID_VERSION
     if by_id:
-        by_topic_id = broker.topics.by_id
-        for t in [t for g in request.groups for t in g.topics or ()]:
-            topic = by_topic_id.get(t.topic_id)
-            t.name = topic.name if topic is not None else None
+        for g in request.groups:
+            for t in g.topics or ():
+                t.name = broker.topics.name_of(t.topic_id)
     if broker.authorizer is not None:
         respond = _authorized(broker.authorizer, ctx, request, respond)
         if respond is None:
