@@ -75,6 +75,7 @@ class Broker:
             cmd += ["--override", f"{k}={v}"]
         env = dict(os.environ, PYTHONPATH=root)
         self.log = tempfile.TemporaryFile(prefix="bench-conn-log-")
+
         def cap() -> None:
             if address_space_mb:
                 limit = address_space_mb << 20

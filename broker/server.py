@@ -332,18 +332,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
             transport.writelines(out)
             self.write_buffer_seen = transport.get_write_buffer_size()
             if self.answers_held:
-                self._answers_sent()
+                self._answers_sent(self.write_buffer_seen)
 
-    def _answers_sent(self) -> None:
+    def _answers_sent(self, buffered: int | None = None) -> None:
         """Give back to the broker's answer budget what the socket has taken since the last
-        look. Between looks the count only errs high (a buffer only shrinks while nothing is
+        look (``buffered``: the transport's write buffer, when the caller just read it).
+        Between looks the count only errs high (a buffer only shrinks while nothing is
         written), so the budget is never passed by a stale count."""
         held = self.answers_held
         if not held:
             return
-        transport = self.transport
-        buffered = transport.get_write_buffer_size() \
-            if transport is not None and not self.closed else 0
+        if self.closed or self.transport is None:
+            buffered = 0
+        elif buffered is None:
+            buffered = self.transport.get_write_buffer_size()
         now_held = buffered + self.out_bytes + self.answers_waiting
         if now_held < held:
             self.answers_held = now_held
@@ -1206,7 +1208,7 @@ class Server:
                     conn.last_active = max(conn.last_active, now)
                 conn.write_buffer_seen = buffered
                 if conn.answers_held:
-                    conn._answers_sent()
+                    conn._answers_sent(buffered)
             if now - conn.last_active > max_idle:
                 conn.expire()
                 expired += 1
