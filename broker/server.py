@@ -58,6 +58,8 @@ LIMIT_LOG_INTERVAL_MS = 10_000
 #: the idle check runs at most this often
 IDLE_CHECK_MIN_MS = 100
 LISTEN_BACKLOG = 1024
+#: a failed authentication's answer is written this long before its connection closes
+FAILED_ANSWER_LINGER_MS = 100
 _NO_BUFFER = bytearray()
 #: the first buffer of a large frame holds at least this much (or the whole frame)
 BIG_FRAME_FIRST_READ = 64 * 1024
@@ -603,6 +605,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.close_after_answers(reason)
 
     def _delay_over(self) -> None:
+        """The failure's answer goes now; the close follows ``FAILED_ANSWER_LINGER_MS`` later
+        (or when the client closes first). A FIN arriving with the answer makes clients that
+        read until the socket is drained lose it: kafka-python 3 then reports "socket
+        disconnected" instead of the broker's reason, against Kafka 4.3.1 too."""
+        self.close_delayed = False
+        if self.closed:
+            return
+        self._flush()
+        self.close_delayed = True
+        self.broker.timer.call_later(FAILED_ANSWER_LINGER_MS, self._linger_over)
+
+    def _linger_over(self) -> None:
         self.close_delayed = False
         if not self.closed:
             self._finish_closing()

@@ -19,7 +19,7 @@ from broker.purgatory import Timer
 from broker.security import ANONYMOUS, KafkaPrincipal
 from broker.security.sasl import SaslServers
 from broker.security.scram import ScramCredentialStore
-from broker.server import KafkaConnection, Server
+from broker.server import FAILED_ANSWER_LINGER_MS, KafkaConnection, Server
 from broker.faults import Faults
 from protocol.errors import ErrorCode
 from protocol.framing import encode_request, read_response_header
@@ -106,8 +106,22 @@ class Client:
         assert self.next_frame() is None and not self.transport.closed
         broker.clock.now += 1
         broker.timer.advance(broker.clock.now)
+        frame = self.next_frame()
+        self._lingered()
+        return frame
+
+    def _lingered(self) -> None:
+        """After the delay the answer is out and the connection lingers open, reading nothing,
+        FAILED_ANSWER_LINGER_MS, so that the answer does not arrive with the FIN; then it
+        closes."""
+        broker = self.broker
+        assert not self.transport.closed and self.transport.reading_paused
+        broker.clock.now += FAILED_ANSWER_LINGER_MS - 1
+        broker.timer.advance(broker.clock.now)
+        assert not self.transport.closed
+        broker.clock.now += 1
+        broker.timer.advance(broker.clock.now)
         assert self.transport.closed
-        return self.next_frame()
 
     def raw(self, token: bytes) -> bytes | None:
         self.answered = self.delayed = False
@@ -136,6 +150,7 @@ class Client:
             return False
         broker.clock.now += 1
         broker.timer.advance(broker.clock.now)
+        self._lingered()
         return self.transport.closed
 
 
