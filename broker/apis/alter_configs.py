@@ -11,7 +11,6 @@ from ..topics import validate_topic_config
 from .describe_configs import config_resource_denied
 
 NAME = "AlterConfigs"
-VERSIONS = (0, 2)
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 

@@ -8,7 +8,6 @@ from ..security.authorizer import AclOperation, ResourceType
 from .create_topics import assignment_problem
 
 NAME = "CreatePartitions"
-VERSIONS = (0, 3)
 
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 

@@ -8,7 +8,6 @@ from ..security.authorizer import AclOperation, ResourceType
 from ..topics import validate_topic_config, validate_topic_name
 
 NAME = "CreateTopics"
-VERSIONS = (2, 7)
 
 Result = CreateTopicsResponse.CreatableTopicResult
 ConfigEntry = CreateTopicsResponse.CreatableTopicConfigs

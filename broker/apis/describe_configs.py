@@ -9,7 +9,6 @@ from ..security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from ..topics import INT_TOPIC_CONFIGS
 
 NAME = "DescribeConfigs"
-VERSIONS = (1, 4)
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5

@@ -17,7 +17,14 @@ from .base import (
 )
 from .manager import LogManager
 from .memory import MemoryLog
-from .segments import SegmentLog
+
+
+def __getattr__(name: str):
+    """``SegmentLog`` is loaded on first use: a broker without a data directory needs none."""
+    if name == "SegmentLog":
+        from .segments import SegmentLog
+        return SegmentLog
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "AppendInfo", "InvalidRecordError", "LogConfig", "LogManager", "MemoryLog",
