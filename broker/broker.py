@@ -10,7 +10,7 @@ from .config import BrokerConfig
 from .coordinator_log import begin_loading_all
 from .fetch_purgatory import FetchPurgatory
 from .fetch_sessions import MIN_FETCH_PARTITION_BYTES, FetchSessionCache
-from .offsets_topic import build_coordinator, load_all
+from .offsets_topic import OFFSETS_TOPIC_CONFIGS, build_coordinator, load_all
 from .producer_ids import ProducerIdManager
 from .security import SASL_PROTOCOLS
 from .security.scram import ScramCredentialStore
@@ -90,8 +90,8 @@ class Broker:
         self.topics.load()
         if self.topics.get(OFFSETS_TOPIC) is None:
             self.topics.create(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"],
-                               {"cleanup.policy": "compact",
-                                "segment.bytes": str(self.config["offsets.topic.segment.bytes"])},
+                               dict(OFFSETS_TOPIC_CONFIGS, **{
+                                   "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}),
                                internal=True, replication_factor=self._internal_replicas(
                                    "offsets.topic.replication.factor"))
         if self.topics.get(TRANSACTION_STATE_TOPIC) is None:

@@ -7,7 +7,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import AlterConfigsResponse
 
 from ..security.authorizer import AclOperation
-from ..topics import validate_topic_config
+from ..topic_configs import TOPIC_CONFIGS, validate_topic_config
 from .describe_configs import config_resource_denied
 
 NAME = "AlterConfigs"
@@ -58,7 +58,7 @@ def check_resource(broker, resource_type: int, name: str):
 
 
 def check_config(broker, name: str, value: str | None) -> None:
-    if name not in broker.topics.defaults:
+    if name not in TOPIC_CONFIGS:
         raise ConfigError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
     if value is not None:
         problem = validate_topic_config(name, value)

@@ -6,13 +6,12 @@ from protocol.messages import DescribeConfigsResponse
 
 from ..config import SETTINGS
 from ..security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
-from ..topics import INT_TOPIC_CONFIGS
+from ..topic_configs import (BOOLEAN, DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, INT,
+                             STATIC_BROKER_CONFIG, STRING, TOPIC_CONFIGS)
 
 NAME = "DescribeConfigs"
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
-SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
-TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_LIST = 1, 2, 3, 5, 7
 
 Result = DescribeConfigsResponse.DescribeConfigsResult
 Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
@@ -21,20 +20,22 @@ Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
 
 def _topic_entries(broker, topic, keys, synonyms: bool):
     out = []
-    for name, (default, broker_name) in sorted(broker.topics.defaults.items()):
+    defaults = broker.topics.broker_defaults
+    for name, spec in sorted(TOPIC_CONFIGS.items()):
         if keys is not None and name not in keys:
             continue
         explicit = topic.configs.get(name)
-        source = SOURCE_DYNAMIC_TOPIC if explicit is not None else SOURCE_DEFAULT
         syn = []
         if synonyms:
             if explicit is not None:
-                syn.append(Synonym(name=name, value=explicit, source=SOURCE_DYNAMIC_TOPIC))
-            syn.append(Synonym(name=broker_name, value=default, source=SOURCE_DEFAULT))
-        out.append(Entry(name=name, value=explicit if explicit is not None else default,
-                         read_only=False, config_source=source, is_sensitive=False,
-                         synonyms=syn,
-                         config_type=TYPE_LONG if name in INT_TOPIC_CONFIGS else TYPE_STRING,
+                syn.append(Synonym(name=name, value=explicit, source=DYNAMIC_TOPIC_CONFIG))
+            syn += [Synonym(name=s.name, value=s.value, source=s.source)
+                    for s in defaults.synonyms[name]]
+        out.append(Entry(name=name, value=explicit if explicit is not None else defaults.value(name),
+                         read_only=False,
+                         config_source=DYNAMIC_TOPIC_CONFIG if explicit is not None
+                         else defaults.sources[name],
+                         is_sensitive=False, synonyms=syn, config_type=spec.type,
                          documentation=None))
     return out
 
@@ -47,9 +48,9 @@ def _broker_entries(broker, keys):
         value = broker.config[name]
         text = None if value is None else (str(value).lower() if isinstance(value, bool)
                                            else str(value))
-        ctype = TYPE_BOOLEAN if setting.parse.__name__ == "_bool" else \
-            TYPE_INT if setting.parse is int else TYPE_STRING
-        source = SOURCE_DEFAULT if value == setting.default else SOURCE_STATIC_BROKER
+        ctype = BOOLEAN if setting.parse.__name__ == "_bool" else \
+            INT if setting.parse is int else STRING
+        source = DEFAULT_CONFIG if value == setting.default else STATIC_BROKER_CONFIG
         out.append(Entry(name=name, value=text, read_only=True, config_source=source,
                          is_sensitive=False, synonyms=[], config_type=ctype,
                          documentation=setting.doc))
