@@ -2,11 +2,11 @@
 the broker setting that default follows (the synonym DescribeConfigs names), where a value
 comes from, and the checks on a new value.
 
-A topic's value is its own (DYNAMIC_TOPIC_CONFIG) or else the broker's: the broker setting
-when this broker's configuration sets it (STATIC_BROKER_CONFIG), else Kafka's default
-(DEFAULT_CONFIG). ``min.insync.replicas`` differs: Kafka 4.3's controller writes a cluster-wide
-record of it at its first start (KIP-966), so its value comes from a
-DYNAMIC_DEFAULT_BROKER_CONFIG even on a fresh cluster.
+A topic's value is its own (DYNAMIC_TOPIC_CONFIG) or else the broker's (broker/
+broker_configs.py): a dynamic value of the broker setting, for this broker or cluster-wide, this
+broker's configuration (STATIC_BROKER_CONFIG), or Kafka's default (DEFAULT_CONFIG).
+``min.insync.replicas`` always has a cluster-wide value: Kafka 4.3's controller writes one at
+its first start (KIP-966).
 """
 from __future__ import annotations
 
@@ -27,14 +27,10 @@ MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
 class TopicConfigDef(NamedTuple):
     type: int
-    #: Kafka's default (the broker setting's when it has one)
+    #: Kafka's default where no broker setting gives one
     default: str
-    #: the broker setting the default follows: DescribeConfigs' synonym; None for none
+    #: the broker config the default follows (DescribeConfigs' synonym); None for none
     setting: str | None = None
-    #: whether DescribeConfigs names the setting at its default: Kafka does not where the
-    #: setting has no default of its own (log.retention.ms: the default comes from
-    #: log.retention.hours)
-    listed: bool = True
 
 
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
@@ -46,7 +42,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     "delete.retention.ms": TopicConfigDef(LONG, "86400000", "log.cleaner.delete.retention.ms"),
     "file.delete.delay.ms": TopicConfigDef(LONG, "60000", "log.segment.delete.delay.ms"),
     "flush.messages": TopicConfigDef(LONG, str(LONG_MAX), "log.flush.interval.messages"),
-    "flush.ms": TopicConfigDef(LONG, str(LONG_MAX), "log.flush.interval.ms", listed=False),
+    "flush.ms": TopicConfigDef(LONG, str(LONG_MAX), "log.flush.interval.ms"),
     "follower.replication.throttled.replicas": TopicConfigDef(LIST, ""),
     "index.interval.bytes": TopicConfigDef(INT, "4096", "log.index.interval.bytes"),
     "leader.replication.throttled.replicas": TopicConfigDef(LIST, ""),
@@ -69,67 +65,35 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     "remote.log.delete.on.disable": TopicConfigDef(BOOLEAN, "false"),
     "remote.storage.enable": TopicConfigDef(BOOLEAN, "false"),
     "retention.bytes": TopicConfigDef(LONG, "-1", "log.retention.bytes"),
-    "retention.ms": TopicConfigDef(LONG, "604800000", "log.retention.ms", listed=False),
+    "retention.ms": TopicConfigDef(LONG, "604800000", "log.retention.ms"),
     "segment.bytes": TopicConfigDef(INT, "1073741824", "log.segment.bytes"),
     "segment.index.bytes": TopicConfigDef(INT, "10485760", "log.index.size.max.bytes"),
-    "segment.jitter.ms": TopicConfigDef(LONG, "0", "log.roll.jitter.ms", listed=False),
-    "segment.ms": TopicConfigDef(LONG, "604800000", "log.roll.ms", listed=False),
+    "segment.jitter.ms": TopicConfigDef(LONG, "0", "log.roll.jitter.ms"),
+    "segment.ms": TopicConfigDef(LONG, "604800000", "log.roll.ms"),
     "unclean.leader.election.enable": TopicConfigDef(BOOLEAN, "false",
                                                      "unclean.leader.election.enable"),
 }
 
 
-class Synonym(NamedTuple):
-    name: str
-    value: str
-    source: int
-
-
 class BrokerDefaults:
-    """What a topic without its own value gets from this broker: per config, the value and its
-    source, and the synonyms DescribeConfigs lists below the topic's own value."""
+    """What a topic without its own value of a config gets from the broker (broker/
+    broker_configs.py: dynamic, static or Kafka's default), and the synonyms DescribeConfigs
+    lists below the topic's own value."""
 
-    def __init__(self, broker_config) -> None:
+    def __init__(self, broker_configs) -> None:
         self.values: dict[str, str] = {}
         self.sources: dict[str, int] = {}
-        self.synonyms: dict[str, list[Synonym]] = {}
+        self.synonyms: dict[str, list[tuple[str, str | None, int]]] = {}
         for name, spec in TOPIC_CONFIGS.items():
-            synonyms = []
-            static = _static_value(broker_config, spec.setting)
-            if name == MIN_INSYNC_REPLICAS:
-                # the cluster-wide record Kafka's controller writes at its first start
-                dynamic = static if static is not None else spec.default
-                synonyms.append(Synonym(spec.setting, dynamic, DYNAMIC_DEFAULT_BROKER_CONFIG))
-            if static is not None:
-                synonyms.append(Synonym(spec.setting, static, STATIC_BROKER_CONFIG))
-            if spec.setting is not None and spec.listed:
-                synonyms.append(Synonym(spec.setting, spec.default, DEFAULT_CONFIG))
-            first = synonyms[0] if synonyms else None
-            self.values[name] = first.value if first is not None else spec.default
-            self.sources[name] = first.source if first is not None else DEFAULT_CONFIG
+            synonyms = broker_configs.synonyms(spec.setting) if spec.setting else []
             self.synonyms[name] = synonyms
+            if synonyms:
+                self.values[name], self.sources[name] = synonyms[0][1], synonyms[0][2]
+            else:
+                self.values[name], self.sources[name] = spec.default, DEFAULT_CONFIG
 
     def value(self, name: str) -> str:
         return self.values[name]
-
-
-def _static_value(broker_config, setting: str | None) -> str | None:
-    """The broker setting's value as text where this broker's configuration sets it away from
-    Kafka's default; None where it is not set or not a setting of this broker."""
-    if setting is None:
-        return None
-    from .config import SETTINGS  # the settings table; config.py does not import this module
-    spec = SETTINGS.get(setting)
-    if spec is None:
-        return None
-    value = broker_config[setting]
-    if value == spec.default:
-        return None
-    if isinstance(value, bool):
-        return str(value).lower()
-    if setting == "log.flush.interval.ms" and value < 0:
-        return None  # -1 here means Kafka's null: never
-    return str(value)
 
 
 def validate_topic_config(name: str, value: str | None) -> str | None:

@@ -16,6 +16,7 @@ from protocol.records import iter_batches
 from .cluster import Cluster
 from .log import LogConfig, LogManager
 from .producer_state import ProducerStateTable
+from .broker_configs import BrokerConfigs
 from .topic_configs import TOPIC_CONFIGS, BrokerDefaults
 from .txn_markers import end_marker_batch
 
@@ -160,13 +161,17 @@ class Topic:
 
 
 class TopicManager:
-    def __init__(self, config, data_dir: str | None, cluster=None) -> None:
+    def __init__(self, config, data_dir: str | None, cluster=None, broker_configs=None) -> None:
         self.config = config
         #: where partitions live (broker/cluster.py); one node unless told otherwise
         self.cluster = cluster if cluster is not None else Cluster(config["node.id"], 1)
         self.data_dir = data_dir
+        #: the broker's configs, dynamic ones included (broker/broker_configs.py)
+        self.broker_configs = broker_configs if broker_configs is not None else \
+            BrokerConfigs(config, config["node.id"], data_dir)
+        self.broker_configs.listeners.append(self.broker_configs_changed)
         #: what a topic without its own value of a config gets (broker/topic_configs.py)
-        self.broker_defaults = BrokerDefaults(config)
+        self.broker_defaults = BrokerDefaults(self.broker_configs)
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
         self.logs = LogManager(data_dir)
@@ -267,6 +272,13 @@ class TopicManager:
                 topic.configs[key] = value
         self.logs.set_config(name, self.log_config(topic))
         self.save()
+
+    def broker_configs_changed(self) -> None:
+        """A dynamic broker config changed: every topic's defaults follow at once, as on
+        Kafka (log.retention.ms set cluster-wide applies to each topic without its own)."""
+        self.broker_defaults = BrokerDefaults(self.broker_configs)
+        for topic in self.topics.values():
+            self.logs.set_config(topic.name, self.log_config(topic))
 
     # -- persistence of metadata
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeConfigsResponse
 
-from ..config import SETTINGS
 from ..security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
-from ..topic_configs import (BOOLEAN, DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, INT,
-                             STATIC_BROKER_CONFIG, STRING, TOPIC_CONFIGS)
+from ..topic_configs import DYNAMIC_TOPIC_CONFIG, TOPIC_CONFIGS
 
 NAME = "DescribeConfigs"
 
@@ -29,8 +27,7 @@ def _topic_entries(broker, topic, keys, synonyms: bool):
         if synonyms:
             if explicit is not None:
                 syn.append(Synonym(name=name, value=explicit, source=DYNAMIC_TOPIC_CONFIG))
-            syn += [Synonym(name=s.name, value=s.value, source=s.source)
-                    for s in defaults.synonyms[name]]
+            syn += [Synonym(name=n, value=v, source=src) for n, v, src in defaults.synonyms[name]]
         out.append(Entry(name=name, value=explicit if explicit is not None else defaults.value(name),
                          read_only=False,
                          config_source=DYNAMIC_TOPIC_CONFIG if explicit is not None
@@ -40,21 +37,14 @@ def _topic_entries(broker, topic, keys, synonyms: bool):
     return out
 
 
-def _broker_entries(broker, keys):
-    out = []
-    for name, setting in sorted(SETTINGS.items()):
-        if keys is not None and name not in keys:
-            continue
-        value = broker.config[name]
-        text = None if value is None else (str(value).lower() if isinstance(value, bool)
-                                           else str(value))
-        ctype = BOOLEAN if setting.parse.__name__ == "_bool" else \
-            INT if setting.parse is int else STRING
-        source = DEFAULT_CONFIG if value == setting.default else STATIC_BROKER_CONFIG
-        out.append(Entry(name=name, value=text, read_only=True, config_source=source,
-                         is_sensitive=False, synonyms=[], config_type=ctype,
-                         documentation=setting.doc))
-    return out
+def _broker_entries(broker, name: str, keys, synonyms: bool):
+    """Kafka's broker configs (broker/broker_configs.py): every one for this broker's id, the
+    cluster-wide dynamic ones for the default entity ""."""
+    return [Entry(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                  is_sensitive=e.sensitive, config_type=e.type, documentation=None,
+                  synonyms=[Synonym(name=n, value=v, source=src) for n, v, src in e.synonyms]
+                  if synonyms else [])
+            for e in broker.topics.broker_configs.describe(name, keys)]
 
 
 #: config resource type -> (the ACL resource whose configs it is, the error when denied)
@@ -114,7 +104,7 @@ def handle(broker, ctx, request, respond) -> None:
                                       resource_type=BROKER, resource_name=res.resource_name,
                                       configs=[]))
                 continue
-            configs = _broker_entries(broker, keys)
+            configs = _broker_entries(broker, res.resource_name, keys, request.include_synonyms)
         else:
             results.append(Result(error_code=ErrorCode.INVALID_REQUEST,
                                   error_message=f"Unsupported resource type {res.resource_type}",
