@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import struct
 import threading
@@ -95,135 +94,41 @@ from .cleaner import (
     merge_retained_aborted,
     run_to_end,
 )
+from . import files
+from .files import (
+    CHECKPOINT_FILE,
+    CHECKPOINT_VERSION,
+    CLEANED_SUFFIX,
+    CLEANER_CHECKPOINT_FILE,
+    INDEX_SUFFIX,
+    LAST_DELTA,
+    LAST_DELTA_AT,
+    LENGTH_AT,
+    LOG_SUFFIX,
+    MAX_TS,
+    MAX_TS_AT,
+    NEED_FOR_MAX_TS,
+    NEED_FOR_NEXT,
+    NEED_FOR_SIZE,
+    OFFSET_INDEX_ENTRY,
+    SCAN_CHUNK,
+    SEGMENT_NAME,
+    SWAP_FILE,
+    SWAP_LOG,
+    SWAP_SUFFIX,
+    TIME_INDEX_ENTRY,
+    TIME_INDEX_SUFFIX,
+    TMP_SUFFIX,
+    Reader,
+    atomic_write,
+    segment_file_name,
+    segment_path,
+    write_all,
+)
 
 __all__ = ["SegmentLog", "CHECKPOINT_FILE", "segment_file_name"]
 
 logger = logging.getLogger("broker.log")
-
-CHECKPOINT_FILE = "log-start-offset.checkpoint"
-CLEANER_CHECKPOINT_FILE = "cleaner-offset.checkpoint"
-_CHECKPOINT_VERSION = 0
-_LOG_SUFFIX = ".log"
-_INDEX_SUFFIX = ".index"
-_TIME_INDEX_SUFFIX = ".timeindex"
-_TMP_SUFFIX = ".tmp"
-_CLEANED_SUFFIX = ".cleaned"
-_SWAP_SUFFIX = ".swap"
-_SWAP_LOG = re.compile(r"^(\d{20})\.log\.swap$")
-_SWAP_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)\.swap$")
-_SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
-_SCAN_CHUNK = 4 << 20
-_OFFSET_INDEX_ENTRY = 8
-_TIME_INDEX_ENTRY = 12
-
-_LENGTH_AT = struct.Struct(">qi")  # base offset, batch length
-_LAST_DELTA = struct.Struct(">i")  # at +23
-_MAX_TS = struct.Struct(">q")  # at +35
-_LAST_DELTA_AT = 23
-_MAX_TS_AT = 35
-_NEED_FOR_SIZE = 12
-_NEED_FOR_NEXT = 27
-_NEED_FOR_MAX_TS = 43
-
-
-def segment_file_name(base_offset: int, suffix: str = _LOG_SUFFIX) -> str:
-    return f"{base_offset:020d}{suffix}"
-
-
-def _pread_full(fd: int, length: int, position: int) -> bytes:
-    data = os.pread(fd, length, position)
-    if len(data) == length or not data:
-        return data
-    parts = [data]
-    got = len(data)
-    while got < length:
-        more = os.pread(fd, length - got, position + got)
-        if not more:
-            break
-        parts.append(more)
-        got += len(more)
-    return b"".join(parts)
-
-
-def _write_all(fd: int, data, position: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, position)
-        view = view[written:]
-        position += written
-
-
-def _sync_data(fd: int) -> None:
-    """fdatasync where the platform has it (the file's size is data, so appends are covered)."""
-    if hasattr(os, "fdatasync"):
-        os.fdatasync(fd)
-    else:
-        os.fsync(fd)
-
-
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: str, data: bytes, *, durable: bool) -> None:
-    tmp = path + _TMP_SUFFIX
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        _write_all(fd, data, 0)
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    if durable:
-        _fsync_dir(os.path.dirname(path))
-
-
-class _Reader:
-    """Buffered positional reads over one segment file: one pread per chunk."""
-
-    __slots__ = ("fd", "limit", "chunk", "buf", "start")
-
-    def __init__(self, fd: int, limit: int, chunk: int):
-        self.fd = fd
-        self.limit = limit
-        self.chunk = chunk
-        self.buf = b""
-        self.start = 0
-
-    def ensure(self, pos: int, n: int):
-        """(buffer, index) such that buffer[index:index + n] is the file's [pos, pos + n);
-        None if the file (up to limit) ends first."""
-        start = self.start
-        if pos >= start and pos + n <= start + len(self.buf):
-            return self.buf, pos - start
-        if pos + n > self.limit:
-            return None
-        length = min(max(n, self.chunk), self.limit - pos)
-        buf = _pread_full(self.fd, length, pos)
-        if len(buf) < n:
-            return None
-        self.buf = buf
-        self.start = pos
-        return buf, 0
-
-    def slice(self, start: int, end: int):
-        if start >= self.start and end <= self.start + len(self.buf):
-            rel = start - self.start
-            if rel == 0 and end - start == len(self.buf):
-                return self.buf
-            return memoryview(self.buf)[rel:rel + end - start]
-        return _pread_full(self.fd, end - start, start)
-
 
 class _Segment:
     """One segment: its file and in-memory indexes."""
@@ -255,11 +160,11 @@ class _Segment:
 
     @property
     def index_path(self) -> str:
-        return self.log_path[:-len(_LOG_SUFFIX)] + _INDEX_SUFFIX
+        return self.log_path[:-len(LOG_SUFFIX)] + INDEX_SUFFIX
 
     @property
     def time_index_path(self) -> str:
-        return self.log_path[:-len(_LOG_SUFFIX)] + _TIME_INDEX_SUFFIX
+        return self.log_path[:-len(LOG_SUFFIX)] + TIME_INDEX_SUFFIX
 
     def open(self, *, writable: bool = False) -> int:
         if self.fd is not None and (self.writable or not writable):
@@ -328,8 +233,8 @@ class _Segment:
 
     def write_indexes(self, *, durable: bool = False) -> None:
         index, time_index = self.index_data()
-        _atomic_write(self.index_path, index, durable=durable)
-        _atomic_write(self.time_index_path, time_index, durable=durable)
+        atomic_write(self.index_path, index, durable=durable)
+        atomic_write(self.time_index_path, time_index, durable=durable)
 
     def load_indexes(self, next_base: int) -> bool:
         """Load the index files of a closed segment; False if missing or failing sanity checks
@@ -341,9 +246,9 @@ class _Segment:
                 time_data = f.read()
         except OSError:
             return False
-        if len(index_data) % _OFFSET_INDEX_ENTRY or len(time_data) % _TIME_INDEX_ENTRY:
+        if len(index_data) % OFFSET_INDEX_ENTRY or len(time_data) % TIME_INDEX_ENTRY:
             return False
-        n = len(index_data) // _OFFSET_INDEX_ENTRY
+        n = len(index_data) // OFFSET_INDEX_ENTRY
         values = struct.unpack(f">{2 * n}i", index_data)
         rel, pos = array("i", values[0::2]), array("i", values[1::2])
         span = next_base - self.base_offset
@@ -351,7 +256,7 @@ class _Segment:
             return False
         if any(rel[i] >= rel[i + 1] or pos[i] >= pos[i + 1] for i in range(n - 1)):
             return False
-        n = len(time_data) // _TIME_INDEX_ENTRY
+        n = len(time_data) // TIME_INDEX_ENTRY
         tvalues = struct.unpack(">" + "qi" * n, time_data)
         ts, trel = array("q", tvalues[0::2]), array("i", tvalues[1::2])
         if self.size > 0 and n == 0:
@@ -407,15 +312,11 @@ class _CleaningResult:
     __slots__ = ("end_offset", "cleaned", "retained_aborted", "bytes_read", "bytes_written")
 
 
-def _segment_path(directory: str, base_offset: int, suffix: str) -> str:
-    return os.path.join(directory, segment_file_name(base_offset, suffix))
-
-
 def _file_batches(path: str, size: int, stop: threading.Event):
     """(position, RecordBatch) of every batch of a segment file up to ``size``."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
-        reader = _Reader(fd, size, _SCAN_CHUNK)
+        reader = Reader(fd, size, SCAN_CHUNK)
         pos = 0
         while pos < size:
             if stop.is_set():
@@ -423,7 +324,7 @@ def _file_batches(path: str, size: int, stop: threading.Event):
             got = reader.ensure(pos, HEADER_SIZE)
             if got is None:
                 return
-            length = _LENGTH_AT.unpack_from(*got)[1]
+            length = LENGTH_AT.unpack_from(*got)[1]
             got = reader.ensure(pos, LOG_OVERHEAD + length)
             if got is None:
                 return
@@ -473,7 +374,7 @@ def _clean_files(job: _CleaningJob) -> _CleaningResult:
         next_base = segments[i + 1][0] if i + 1 < len(segments) else job.first_uncleanable
         if next_base <= start:
             continue
-        for _pos, batch in _file_batches(_segment_path(job.directory, base, _LOG_SUFFIX),
+        for _pos, batch in _file_batches(segment_path(job.directory, base, LOG_SUFFIX),
                                          size, stop):
             if batch.last_offset < start:
                 continue
@@ -511,7 +412,7 @@ def _clean_group(job: _CleaningJob, group: list[tuple[int, int]], keep: BatchFil
     directory = job.directory
     base_offset = group[0][0]
     seg = _Segment(directory, base_offset)
-    path = _segment_path(directory, base_offset, _LOG_SUFFIX + _CLEANED_SUFFIX)
+    path = segment_path(directory, base_offset, LOG_SUFFIX + CLEANED_SUFFIX)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0),
                  0o644)
     try:
@@ -519,7 +420,7 @@ def _clean_group(job: _CleaningJob, group: list[tuple[int, int]], keep: BatchFil
         position = 0
         interval = job.index_interval_bytes
         for base, size in group:
-            for _pos, batch in _file_batches(_segment_path(directory, base, _LOG_SUFFIX), size,
+            for _pos, batch in _file_batches(segment_path(directory, base, LOG_SUFFIX), size,
                                              job.stop):
                 kept = keep.filter(batch)
                 if kept is None:
@@ -529,7 +430,7 @@ def _clean_group(job: _CleaningJob, group: list[tuple[int, int]], keep: BatchFil
                               kept_batch.max_timestamp, interval)
                 out += kept
                 position += len(kept)
-                if len(out) >= _SCAN_CHUNK:
+                if len(out) >= SCAN_CHUNK:
                     os.write(fd, out)
                     out.clear()
         if out:
@@ -542,7 +443,7 @@ def _clean_group(job: _CleaningJob, group: list[tuple[int, int]], keep: BatchFil
     os.close(fd)
     # the cleaned segment keeps the modification time of the last one it replaces (retention
     # of batches without timestamps goes by it, as on Kafka)
-    last = _segment_path(directory, group[-1][0], _LOG_SUFFIX)
+    last = segment_path(directory, group[-1][0], LOG_SUFFIX)
     try:
         stat = os.stat(last)
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
@@ -550,11 +451,11 @@ def _clean_group(job: _CleaningJob, group: list[tuple[int, int]], keep: BatchFil
         pass
     seg.finish_time_index()
     index, time_index = seg.index_data()
-    for suffix, data in ((_INDEX_SUFFIX, index), (_TIME_INDEX_SUFFIX, time_index)):
-        index_path = _segment_path(directory, base_offset, suffix + _CLEANED_SUFFIX)
+    for suffix, data in ((INDEX_SUFFIX, index), (TIME_INDEX_SUFFIX, time_index)):
+        index_path = segment_path(directory, base_offset, suffix + CLEANED_SUFFIX)
         index_fd = os.open(index_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            _write_all(index_fd, data, 0)
+            write_all(index_fd, data, 0)
             os.fsync(index_fd)
         finally:
             os.close(index_fd)
@@ -570,10 +471,10 @@ def _clean_group(job: _CleaningJob, group: list[tuple[int, int]], keep: BatchFil
 
 
 def _remove_cleaned(directory: str, base_offset: int) -> None:
-    for suffix in (_LOG_SUFFIX, _INDEX_SUFFIX, _TIME_INDEX_SUFFIX):
-        for tail in (_CLEANED_SUFFIX, _SWAP_SUFFIX):
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for tail in (CLEANED_SUFFIX, SWAP_SUFFIX):
             try:
-                os.unlink(_segment_path(directory, base_offset, suffix + tail))
+                os.unlink(segment_path(directory, base_offset, suffix + tail))
             except FileNotFoundError:
                 pass
 
@@ -583,15 +484,15 @@ def _next_offset_of(path: str) -> int:
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
-        reader = _Reader(fd, size, _SCAN_CHUNK)
+        reader = Reader(fd, size, SCAN_CHUNK)
         pos, next_offset = 0, -1
         while pos < size:
-            got = reader.ensure(pos, _NEED_FOR_NEXT)
+            got = reader.ensure(pos, NEED_FOR_NEXT)
             if got is None:
                 break
             buf, rel = got
-            base, length = _LENGTH_AT.unpack_from(buf, rel)
-            next_offset = base + _LAST_DELTA.unpack_from(buf, rel + _LAST_DELTA_AT)[0] + 1
+            base, length = LENGTH_AT.unpack_from(buf, rel)
+            next_offset = base + LAST_DELTA.unpack_from(buf, rel + LAST_DELTA_AT)[0] + 1
             pos += LOG_OVERHEAD + length
         return next_offset
     finally:
@@ -607,14 +508,14 @@ def _complete_swaps(directory: str) -> None:
     names = os.listdir(directory)
     swaps: dict[int, str] = {}
     for name in names:
-        if name.endswith(_CLEANED_SUFFIX):
+        if name.endswith(CLEANED_SUFFIX):
             os.unlink(os.path.join(directory, name))
         else:
-            match = _SWAP_LOG.match(name)
+            match = SWAP_LOG.match(name)
             if match:
                 swaps[int(match.group(1))] = name
     for name in names:
-        match = _SWAP_FILE.match(name)
+        match = SWAP_FILE.match(name)
         if match and match.group(2) != "log" and int(match.group(1)) not in swaps:
             os.unlink(os.path.join(directory, name))
     if not swaps:
@@ -622,16 +523,16 @@ def _complete_swaps(directory: str) -> None:
     low = min(swaps)
     high = max(_next_offset_of(os.path.join(directory, name)) for name in swaps.values())
     for name in os.listdir(directory):
-        match = _SEGMENT_NAME.match(name)
+        match = SEGMENT_NAME.match(name)
         if match and low <= int(match.group(1)) < high:
             logger.info("partition log %s: deleting %s, replaced by a cleaned segment whose "
                         "swap a crash interrupted", directory, name)
             os.unlink(os.path.join(directory, name))
     for name in os.listdir(directory):
-        if _SWAP_FILE.match(name):
+        if SWAP_FILE.match(name):
             os.rename(os.path.join(directory, name),
-                      os.path.join(directory, name[:-len(_SWAP_SUFFIX)]))
-    _fsync_dir(directory)
+                      os.path.join(directory, name[:-len(SWAP_SUFFIX)]))
+    files.fsync_dir(directory)
 
 
 class SegmentLog(PartitionLog):
@@ -692,14 +593,14 @@ class SegmentLog(PartitionLog):
         self._first_dirty = self._read_checkpoint(CLEANER_CHECKPOINT_FILE)
         bases = set()
         for name in os.listdir(self.directory):
-            if name.endswith(_TMP_SUFFIX):
+            if name.endswith(TMP_SUFFIX):
                 os.unlink(os.path.join(self.directory, name))  # an interrupted atomic write
                 continue
-            match = _SEGMENT_NAME.match(name)
+            match = SEGMENT_NAME.match(name)
             if match and match.group(2) == "log":
                 bases.add(int(match.group(1)))
         for name in os.listdir(self.directory):  # index files whose segment is gone
-            match = _SEGMENT_NAME.match(name)
+            match = SEGMENT_NAME.match(name)
             if match and match.group(2) != "log" and int(match.group(1)) not in bases:
                 os.unlink(os.path.join(self.directory, name))
         checkpoint = self._read_checkpoint()
@@ -769,7 +670,7 @@ class SegmentLog(PartitionLog):
         torn or corrupt batch. Returns (end of the valid data, next offset)."""
         seg.reset_indexes()
         fd = seg.open()
-        reader = _Reader(fd, seg.size, _SCAN_CHUNK)
+        reader = Reader(fd, seg.size, SCAN_CHUNK)
         interval = self.config.index_interval_bytes
         pos = 0
         expected = seg.base_offset
@@ -778,7 +679,7 @@ class SegmentLog(PartitionLog):
             if got is None:
                 break
             buf, rel = got
-            _base, length = _LENGTH_AT.unpack_from(buf, rel)
+            _base, length = LENGTH_AT.unpack_from(buf, rel)
             size = LOG_OVERHEAD + length
             if length < HEADER_SIZE - LOG_OVERHEAD:
                 break
@@ -804,7 +705,7 @@ class SegmentLog(PartitionLog):
         try:
             with open(path, "r", encoding="ascii") as f:
                 lines = f.read().split()
-            if len(lines) >= 2 and int(lines[0]) == _CHECKPOINT_VERSION:
+            if len(lines) >= 2 and int(lines[0]) == CHECKPOINT_VERSION:
                 value = int(lines[1])
                 return value if value >= 0 else None
         except (OSError, ValueError):
@@ -813,8 +714,8 @@ class SegmentLog(PartitionLog):
 
     def _write_checkpoint(self, name: str = CHECKPOINT_FILE, offset: int | None = None) -> None:
         value = self._start if offset is None else offset
-        _atomic_write(os.path.join(self.directory, name),
-                      f"{_CHECKPOINT_VERSION}\n{value}\n".encode("ascii"), durable=True)
+        atomic_write(os.path.join(self.directory, name),
+                      f"{CHECKPOINT_VERSION}\n{value}\n".encode("ascii"), durable=True)
 
     # --- segments ---
 
@@ -838,7 +739,7 @@ class SegmentLog(PartitionLog):
         old = self._active
         old.finish_time_index()
         if old.fd is not None:
-            _sync_data(old.fd)
+            files.sync_data(old.fd)
         old.write_indexes()
         old.next_offset = self._end
         return self._new_segment(self._end)
@@ -872,7 +773,7 @@ class SegmentLog(PartitionLog):
         fd = seg.fd if seg.writable else seg.open(writable=True)
         position = seg.size
         try:
-            _write_all(fd, buf, position)
+            write_all(fd, buf, position)
         except OSError:
             try:  # leave no partial batch behind (e.g. disk full)
                 os.ftruncate(fd, position)
@@ -902,24 +803,24 @@ class SegmentLog(PartitionLog):
             log_start_offset=self._start, max_timestamp=append_max, size=len(buf),
             batch_count=len(entries))
 
-    def _locate(self, seg: _Segment, reader: _Reader, offset: int):
+    def _locate(self, seg: _Segment, reader: Reader, offset: int):
         """(position, size, base offset) of the first batch of ``seg`` whose last offset is
         >= offset."""
         pos = seg.lookup_position(offset)
         size_limit = reader.limit
         while pos < size_limit:
-            got = reader.ensure(pos, _NEED_FOR_NEXT)
+            got = reader.ensure(pos, NEED_FOR_NEXT)
             if got is None:
                 return None
             buf, rel = got
-            base, length = _LENGTH_AT.unpack_from(buf, rel)
+            base, length = LENGTH_AT.unpack_from(buf, rel)
             size = LOG_OVERHEAD + length
-            if base + _LAST_DELTA.unpack_from(buf, rel + _LAST_DELTA_AT)[0] >= offset:
+            if base + LAST_DELTA.unpack_from(buf, rel + LAST_DELTA_AT)[0] >= offset:
                 return pos, size, base
             pos += size
         return None
 
-    def _batch_end(self, seg: _Segment, reader: _Reader, pos: int, limit: int) -> int:
+    def _batch_end(self, seg: _Segment, reader: Reader, pos: int, limit: int) -> int:
         """Starting from the batch boundary ``pos``, the end of the last whole batch that ends
         at or before ``limit`` (and the reader's limit); jumps ahead with the offset index
         instead of walking every header."""
@@ -928,11 +829,11 @@ class SegmentLog(PartitionLog):
         if i >= 0 and seg.idx_pos[i] > pos:
             pos = seg.idx_pos[i]  # a batch boundary; everything before it fits
         while pos < end_limit:
-            got = reader.ensure(pos, _NEED_FOR_SIZE)
+            got = reader.ensure(pos, NEED_FOR_SIZE)
             if got is None:
                 break
             buf, rel = got
-            size = LOG_OVERHEAD + _LENGTH_AT.unpack_from(buf, rel)[1]
+            size = LOG_OVERHEAD + LENGTH_AT.unpack_from(buf, rel)[1]
             if pos + size > end_limit:
                 break
             pos += size
@@ -944,7 +845,7 @@ class SegmentLog(PartitionLog):
         index = bisect_right(self._bases, offset) - 1
         seg = self._segments[index]
         fd = seg.fd if seg.fd is not None else seg.open()
-        found = self._locate(seg, _Reader(fd, seg.size, 1 << 16), offset)
+        found = self._locate(seg, Reader(fd, seg.size, 1 << 16), offset)
         return index, seg.size if found is None else found[0]
 
     def read(self, offset: int, max_bytes: int, *, min_one_message: bool = True,
@@ -971,7 +872,7 @@ class SegmentLog(PartitionLog):
             if limit == 0:
                 continue
             fd = seg.fd if seg.fd is not None else seg.open()
-            reader = _Reader(fd, limit, chunk)
+            reader = Reader(fd, limit, chunk)
             if first:
                 found = self._locate(seg, reader, offset)
                 if found is None:
@@ -984,10 +885,10 @@ class SegmentLog(PartitionLog):
                     return reader.slice(start, start + first_size)
             else:
                 start = 0
-                got = reader.ensure(0, _NEED_FOR_SIZE)
+                got = reader.ensure(0, NEED_FOR_SIZE)
                 if got is None:
                     break
-                first_size = LOG_OVERHEAD + _LENGTH_AT.unpack_from(*got)[1]
+                first_size = LOG_OVERHEAD + LENGTH_AT.unpack_from(*got)[1]
                 if first_size > budget:
                     break
             end = self._batch_end(seg, reader, start + first_size, start + budget)
@@ -1004,7 +905,7 @@ class SegmentLog(PartitionLog):
         index = bisect_right(self._bases, offset) - 1
         seg = segments[index]
         fd = seg.fd if seg.fd is not None else seg.open()
-        found = self._locate(seg, _Reader(fd, seg.size, 1 << 16), offset)
+        found = self._locate(seg, Reader(fd, seg.size, 1 << 16), offset)
         if found is None and index + 1 < len(segments):
             index += 1  # the read started at the next segment
             seg = segments[index]
@@ -1018,26 +919,26 @@ class SegmentLog(PartitionLog):
         i = bisect_left(seg.idx_pos, target)
         if i < len(seg.idx_pos):
             fd = seg.fd if seg.fd is not None else seg.open()
-            got = _Reader(fd, seg.size, _NEED_FOR_NEXT).ensure(seg.idx_pos[i], _NEED_FOR_NEXT)
+            got = Reader(fd, seg.size, NEED_FOR_NEXT).ensure(seg.idx_pos[i], NEED_FOR_NEXT)
             if got is not None:
                 buf, rel = got
-                base = _LENGTH_AT.unpack_from(buf, rel)[0]
-                return base + _LAST_DELTA.unpack_from(buf, rel + _LAST_DELTA_AT)[0]
+                base = LENGTH_AT.unpack_from(buf, rel)[0]
+                return base + LAST_DELTA.unpack_from(buf, rel + LAST_DELTA_AT)[0]
         if index + 1 < len(segments):
             return segments[index + 1].base_offset
         return self._end
 
-    def _iter_batch_headers(self, seg: _Segment, reader: _Reader, pos: int):
+    def _iter_batch_headers(self, seg: _Segment, reader: Reader, pos: int):
         """Yield (position, size, base offset, next offset, max timestamp) from ``pos`` on."""
         while pos < seg.size:
-            got = reader.ensure(pos, _NEED_FOR_MAX_TS)
+            got = reader.ensure(pos, NEED_FOR_MAX_TS)
             if got is None:
                 return
             buf, rel = got
-            base, length = _LENGTH_AT.unpack_from(buf, rel)
+            base, length = LENGTH_AT.unpack_from(buf, rel)
             size = LOG_OVERHEAD + length
-            next_offset = base + _LAST_DELTA.unpack_from(buf, rel + _LAST_DELTA_AT)[0] + 1
-            yield pos, size, base, next_offset, _MAX_TS.unpack_from(buf, rel + _MAX_TS_AT)[0]
+            next_offset = base + LAST_DELTA.unpack_from(buf, rel + LAST_DELTA_AT)[0] + 1
+            yield pos, size, base, next_offset, MAX_TS.unpack_from(buf, rel + MAX_TS_AT)[0]
             pos += size
 
     # --- ListOffsets ---
@@ -1050,7 +951,7 @@ class SegmentLog(PartitionLog):
                 continue
             from_offset = max(seg.start_offset_for_timestamp(timestamp), start_offset)
             fd = seg.fd if seg.fd is not None else seg.open()
-            reader = _Reader(fd, seg.size, 1 << 16)
+            reader = Reader(fd, seg.size, 1 << 16)
             for pos, size, _base, next_offset, max_ts in self._iter_batch_headers(
                     seg, reader, seg.lookup_position(from_offset)):
                 if next_offset <= start_offset or max_ts < timestamp:
@@ -1081,7 +982,7 @@ class SegmentLog(PartitionLog):
         if best_seg is None:
             return None
         fd = best_seg.fd if best_seg.fd is not None else best_seg.open()
-        reader = _Reader(fd, best_seg.size, 1 << 16)
+        reader = Reader(fd, best_seg.size, 1 << 16)
         for pos, size, base, _next, _max_ts in self._iter_batch_headers(
                 best_seg, reader, best_seg.lookup_position(best_base)):
             if base >= best_base:
@@ -1096,7 +997,7 @@ class SegmentLog(PartitionLog):
         that hold offsets >= ``offset``; scans the segment's headers (rare: ListOffsets -3 after
         DeleteRecords moved the log start offset past the segment's max)."""
         fd = seg.fd if seg.fd is not None else seg.open()
-        reader = _Reader(fd, seg.size, 1 << 20)
+        reader = Reader(fd, seg.size, 1 << 20)
         best_ts, best_base = NO_TIMESTAMP, seg.base_offset
         for _pos, _size, base, next_offset, max_ts in self._iter_batch_headers(
                 seg, reader, seg.lookup_position(offset)):
@@ -1128,7 +1029,7 @@ class SegmentLog(PartitionLog):
         seg = self._segments[keep]
         self._layout += 1
         fd = seg.open(writable=True)
-        found = self._locate(seg, _Reader(fd, seg.size, 1 << 16), offset)
+        found = self._locate(seg, Reader(fd, seg.size, 1 << 16), offset)
         if found is not None and found[2] < self._start:
             # the batch to remove also holds the log start offset: nothing readable is left
             self._truncate_fully_and_start_at(self._start)
@@ -1264,8 +1165,8 @@ class SegmentLog(PartitionLog):
 
     def _first_batch_timestamp(self, seg: _Segment) -> int:
         fd = seg.fd if seg.fd is not None else seg.open()
-        got = _Reader(fd, seg.size, _NEED_FOR_MAX_TS).ensure(0, _NEED_FOR_MAX_TS)
-        return NO_TIMESTAMP if got is None else _MAX_TS.unpack_from(got[0], got[1] + _MAX_TS_AT)[0]
+        got = Reader(fd, seg.size, NEED_FOR_MAX_TS).ensure(0, NEED_FOR_MAX_TS)
+        return NO_TIMESTAMP if got is None else MAX_TS.unpack_from(got[0], got[1] + MAX_TS_AT)[0]
 
     def cleanable_ratio(self, now: int) -> float | None:
         found = self._cleanable(now)
@@ -1349,16 +1250,16 @@ class SegmentLog(PartitionLog):
             if [old.base_offset for old in olds] != cleaned.replaces:
                 raise RuntimeError(f"cleaned segment {base} replaces {cleaned.replaces}, "
                                    f"found {[old.base_offset for old in olds]}")
-            for suffix in (_LOG_SUFFIX, _INDEX_SUFFIX, _TIME_INDEX_SUFFIX):
-                os.rename(_segment_path(directory, base, suffix + _CLEANED_SUFFIX),
-                          _segment_path(directory, base, suffix + _SWAP_SUFFIX))
-            _fsync_dir(directory)
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                os.rename(segment_path(directory, base, suffix + CLEANED_SUFFIX),
+                          segment_path(directory, base, suffix + SWAP_SUFFIX))
+            files.fsync_dir(directory)
             for old in olds:
                 old.delete_files()
-            for suffix in (_INDEX_SUFFIX, _TIME_INDEX_SUFFIX, _LOG_SUFFIX):
-                os.rename(_segment_path(directory, base, suffix + _SWAP_SUFFIX),
-                          _segment_path(directory, base, suffix))
-            _fsync_dir(directory)
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+                os.rename(segment_path(directory, base, suffix + SWAP_SUFFIX),
+                          segment_path(directory, base, suffix))
+            files.fsync_dir(directory)
             seg = _Segment(directory, base)
             seg.size = cleaned.size
             seg.idx_rel, seg.idx_pos = cleaned.idx_rel, cleaned.idx_pos
@@ -1379,9 +1280,9 @@ class SegmentLog(PartitionLog):
     def _flush(self, now: int) -> None:
         fd = self._active.fd
         if fd is not None:
-            _sync_data(fd)
+            files.sync_data(fd)
         if self._dir_dirty:
-            _fsync_dir(self.directory)
+            files.fsync_dir(self.directory)
             self._dir_dirty = False
         self._unflushed_messages = 0
         self._last_flush_ms = now

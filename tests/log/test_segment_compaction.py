@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from broker.log import LogConfig, LogManager, SegmentLog
+from broker.log import files as files_module
 from broker.log import segments as segments_module
 from broker.log.cleaner import LogCleaner
 from broker.topics import Partition
@@ -128,8 +129,7 @@ def test_a_crash_anywhere_in_the_swap_leaves_a_whole_log(tmp_path, clock, monkey
         return wrapper
 
     monkeypatch.setattr(segments_module.os, "rename", count("rename", os.rename))
-    monkeypatch.setattr(segments_module, "_fsync_dir",
-                        count("fsync", segments_module._fsync_dir))
+    monkeypatch.setattr(files_module, "fsync_dir", count("fsync", files_module.fsync_dir))
     monkeypatch.setattr(segments_module._Segment, "delete_files",
                         count("delete", segments_module._Segment.delete_files))
     try:
