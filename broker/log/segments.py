@@ -1,26 +1,11 @@
-"""SegmentLog: a partition log in segment files, laid out like Kafka's.
+"""SegmentLog: a partition log in segment files, laid out like Kafka's (Kafka's UnifiedLog and
+LocalLog).
 
-Directory ``<data_dir>/<topic>-<partition>/`` holds, per segment, named by the segment's base
-offset zero-padded to 20 digits:
-
-- ``00000000000000000000.log``: the record batches, byte for byte as in Kafka's .log files
-  (kafka-dump-log can read them);
-- ``.index``: sparse offset index, 8-byte entries (int32 offset relative to the segment's base
-  offset, int32 file position), one entry whenever more than index.interval.bytes were appended
-  since the previous entry. Our entries name the batch's *base* offset (Kafka's name its last
-  offset); either way a lookup yields a batch start at or before the wanted batch;
-- ``.timeindex``: 12-byte entries (int64 max timestamp so far, int32 relative offset of the
-  batch that first reached it), added at the same points when the max timestamp grew, plus a
-  final entry when the segment is rolled or closed, so its last entry is the segment's max
-  timestamp.
-
-plus ``log-start-offset.checkpoint`` (version line, then the log start offset), rewritten
-atomically (temp file, fsync, rename, fsync of the directory) whenever DeleteRecords or retention
-moves the log start offset.
-
-Index files are written when a segment is rolled and on close (atomically, via temp file and
-rename), not on every append. The active segment's indexes live in memory and are rebuilt on
-open.
+Directory ``<data_dir>/<topic>-<partition>/`` holds the segments, each a ``.log`` file of record
+batches with its ``.index`` and ``.timeindex`` (``segment``: LogSegment), named by its base
+offset (``files``), plus ``log-start-offset.checkpoint`` (version line, then the log start
+offset), rewritten atomically (temp file, fsync, rename, fsync of the directory) whenever
+DeleteRecords or retention moves the log start offset.
 
 Opening (recovery)
     Every batch of the last segment is checked (header, CRC32C, offsets increasing); a torn or
@@ -65,9 +50,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import struct
 import threading
-from array import array
 from bisect import bisect_left, bisect_right
 from typing import Callable
 
@@ -110,13 +93,11 @@ from .files import (
     NEED_FOR_MAX_TS,
     NEED_FOR_NEXT,
     NEED_FOR_SIZE,
-    OFFSET_INDEX_ENTRY,
     SCAN_CHUNK,
     SEGMENT_NAME,
     SWAP_FILE,
     SWAP_LOG,
     SWAP_SUFFIX,
-    TIME_INDEX_ENTRY,
     TIME_INDEX_SUFFIX,
     TMP_SUFFIX,
     Reader,
@@ -125,161 +106,11 @@ from .files import (
     segment_path,
     write_all,
 )
+from .segment import LogSegment
 
 __all__ = ["SegmentLog", "CHECKPOINT_FILE", "segment_file_name"]
 
 logger = logging.getLogger("broker.log")
-
-class _Segment:
-    """One segment: its file and in-memory indexes."""
-
-    __slots__ = (
-        "base_offset", "log_path", "fd", "writable", "size", "idx_rel", "idx_pos", "time_ts",
-        "time_rel", "max_ts", "max_ts_offset", "bytes_since_index", "rolling_base_ms",
-        "next_offset",
-    )
-
-    def __init__(self, directory: str, base_offset: int):
-        self.base_offset = base_offset
-        self.log_path = os.path.join(directory, segment_file_name(base_offset))
-        self.fd: int | None = None
-        self.writable = False
-        self.size = 0
-        self.next_offset = base_offset  # exact for the active segment only
-        self.rolling_base_ms: int | None = None
-        self.reset_indexes()
-
-    def reset_indexes(self) -> None:
-        self.idx_rel = array("i")
-        self.idx_pos = array("i")
-        self.time_ts = array("q")
-        self.time_rel = array("i")
-        self.max_ts = NO_TIMESTAMP
-        self.max_ts_offset = self.base_offset
-        self.bytes_since_index = 0
-
-    @property
-    def index_path(self) -> str:
-        return self.log_path[:-len(LOG_SUFFIX)] + INDEX_SUFFIX
-
-    @property
-    def time_index_path(self) -> str:
-        return self.log_path[:-len(LOG_SUFFIX)] + TIME_INDEX_SUFFIX
-
-    def open(self, *, writable: bool = False) -> int:
-        if self.fd is not None and (self.writable or not writable):
-            return self.fd
-        if self.fd is not None:
-            os.close(self.fd)
-        flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
-        self.fd = os.open(self.log_path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
-        self.writable = writable
-        return self.fd
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-            self.writable = False
-
-    def add_batch(self, position: int, size: int, base: int, max_ts: int, interval: int) -> None:
-        if max_ts > self.max_ts:
-            self.max_ts = max_ts
-            self.max_ts_offset = base
-        if self.bytes_since_index > interval:
-            self.idx_rel.append(base - self.base_offset)
-            self.idx_pos.append(position)
-            if self.max_ts > (self.time_ts[-1] if self.time_ts else NO_TIMESTAMP):
-                self.time_ts.append(self.max_ts)
-                self.time_rel.append(self.max_ts_offset - self.base_offset)
-            self.bytes_since_index = 0
-        self.bytes_since_index += size
-
-    def finish_time_index(self) -> None:
-        if self.max_ts > (self.time_ts[-1] if self.time_ts else NO_TIMESTAMP):
-            self.time_ts.append(self.max_ts)
-            self.time_rel.append(self.max_ts_offset - self.base_offset)
-
-    def lookup_position(self, offset: int) -> int:
-        """File position of a batch start at or before the batch containing ``offset``."""
-        i = bisect_right(self.idx_rel, offset - self.base_offset) - 1
-        return self.idx_pos[i] if i >= 0 else 0
-
-    def start_offset_for_timestamp(self, timestamp: int) -> int:
-        """An offset before which no batch of this segment has max timestamp >= timestamp."""
-        i = bisect_right(self.time_ts, timestamp) - 1
-        return self.base_offset + self.time_rel[i] if i >= 0 else self.base_offset
-
-    def largest_timestamp(self) -> int:
-        """Kafka's LogSegment.largestTimestamp: the max timestamp, else the file's mtime."""
-        if self.max_ts >= 0:
-            return self.max_ts
-        try:
-            return int(os.stat(self.log_path).st_mtime * 1000)
-        except OSError:
-            return NO_TIMESTAMP
-
-    def index_data(self) -> tuple[bytes, bytes]:
-        """The bytes of the .index and .timeindex files."""
-        n = len(self.idx_rel)
-        values = [0] * (2 * n)
-        values[0::2] = self.idx_rel
-        values[1::2] = self.idx_pos
-        n = len(self.time_ts)
-        tvalues: list[int] = [0] * (2 * n)
-        tvalues[0::2] = self.time_ts
-        tvalues[1::2] = self.time_rel
-        return struct.pack(f">{len(values)}i", *values), struct.pack(">" + "qi" * n, *tvalues)
-
-    def write_indexes(self, *, durable: bool = False) -> None:
-        index, time_index = self.index_data()
-        atomic_write(self.index_path, index, durable=durable)
-        atomic_write(self.time_index_path, time_index, durable=durable)
-
-    def load_indexes(self, next_base: int) -> bool:
-        """Load the index files of a closed segment; False if missing or failing sanity checks
-        (then the caller rebuilds them by scanning the segment)."""
-        try:
-            with open(self.index_path, "rb") as f:
-                index_data = f.read()
-            with open(self.time_index_path, "rb") as f:
-                time_data = f.read()
-        except OSError:
-            return False
-        if len(index_data) % OFFSET_INDEX_ENTRY or len(time_data) % TIME_INDEX_ENTRY:
-            return False
-        n = len(index_data) // OFFSET_INDEX_ENTRY
-        values = struct.unpack(f">{2 * n}i", index_data)
-        rel, pos = array("i", values[0::2]), array("i", values[1::2])
-        span = next_base - self.base_offset
-        if n and (rel[0] < 0 or rel[-1] >= span or pos[0] <= 0 or pos[-1] >= self.size):
-            return False
-        if any(rel[i] >= rel[i + 1] or pos[i] >= pos[i + 1] for i in range(n - 1)):
-            return False
-        n = len(time_data) // TIME_INDEX_ENTRY
-        tvalues = struct.unpack(">" + "qi" * n, time_data)
-        ts, trel = array("q", tvalues[0::2]), array("i", tvalues[1::2])
-        if self.size > 0 and n == 0:
-            return False  # the final entry (the segment's max timestamp) is missing
-        if n and (trel[0] < 0 or trel[-1] >= span):
-            return False
-        if any(ts[i] >= ts[i + 1] or trel[i] > trel[i + 1] for i in range(n - 1)):
-            return False
-        self.idx_rel, self.idx_pos, self.time_ts, self.time_rel = rel, pos, ts, trel
-        if n:
-            self.max_ts = ts[-1]
-            self.max_ts_offset = self.base_offset + trel[-1]
-        self.next_offset = next_base
-        return True
-
-    def delete_files(self) -> None:
-        self.close()
-        for path in (self.log_path, self.index_path, self.time_index_path):
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
-
 
 # --- compaction: the file work of a cleaning pass, done off the event loop -------------------
 
@@ -411,7 +242,7 @@ def _clean_group(job: _CleaningJob, group: list[tuple[int, int]], keep: BatchFil
                  result: _CleaningResult) -> _CleanedSegment:
     directory = job.directory
     base_offset = group[0][0]
-    seg = _Segment(directory, base_offset)
+    seg = LogSegment(directory, base_offset)
     path = segment_path(directory, base_offset, LOG_SUFFIX + CLEANED_SUFFIX)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0),
                  0o644)
@@ -543,7 +374,7 @@ class SegmentLog(PartitionLog):
         super().__init__(config, clock=clock)
         self.directory = os.fspath(directory)
         os.makedirs(self.directory, exist_ok=True)
-        self._segments: list[_Segment] = []
+        self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._start = 0
         self._end = 0
@@ -583,7 +414,7 @@ class SegmentLog(PartitionLog):
         return list(self._bases)
 
     @property
-    def _active(self) -> _Segment:
+    def _active(self) -> LogSegment:
         return self._segments[-1]
 
     # --- opening ---
@@ -604,7 +435,7 @@ class SegmentLog(PartitionLog):
             if match and match.group(2) != "log" and int(match.group(1)) not in bases:
                 os.unlink(os.path.join(self.directory, name))
         checkpoint = self._read_checkpoint()
-        segments = [_Segment(self.directory, base) for base in sorted(bases)]
+        segments = [LogSegment(self.directory, base) for base in sorted(bases)]
         for seg in segments:
             seg.size = os.path.getsize(seg.log_path)
         i = 0
@@ -665,7 +496,7 @@ class SegmentLog(PartitionLog):
             self._truncate_fully_and_start_at(self._start)
         self._delete_segments(self._count_deletable(self._breached_by_start))
 
-    def _scan(self, seg: _Segment, *, validate: bool = True) -> tuple[int, int]:
+    def _scan(self, seg: LogSegment, *, validate: bool = True) -> tuple[int, int]:
         """Read every batch of a segment, rebuilding its in-memory indexes; stop at the first
         torn or corrupt batch. Returns (end of the valid data, next offset)."""
         seg.reset_indexes()
@@ -719,8 +550,8 @@ class SegmentLog(PartitionLog):
 
     # --- segments ---
 
-    def _new_segment(self, base_offset: int) -> _Segment:
-        seg = _Segment(self.directory, base_offset)
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        seg = LogSegment(self.directory, base_offset)
         fd = seg.open(writable=True)
         os.ftruncate(fd, 0)  # a leftover file of that name holds nothing we still need
         for stale in (seg.index_path, seg.time_index_path):
@@ -733,7 +564,7 @@ class SegmentLog(PartitionLog):
         self._dir_dirty = True
         return seg
 
-    def _roll(self) -> _Segment:
+    def _roll(self) -> LogSegment:
         """Close the active segment for appends (fsync it, write its indexes) and start a new
         one at the log end offset."""
         old = self._active
@@ -744,7 +575,7 @@ class SegmentLog(PartitionLog):
         old.next_offset = self._end
         return self._new_segment(self._end)
 
-    def _should_roll(self, seg: _Segment, incoming: int, last_offset: int, now: int) -> bool:
+    def _should_roll(self, seg: LogSegment, incoming: int, last_offset: int, now: int) -> bool:
         if seg.size == 0:
             return False
         config = self.config
@@ -803,7 +634,7 @@ class SegmentLog(PartitionLog):
             log_start_offset=self._start, max_timestamp=append_max, size=len(buf),
             batch_count=len(entries))
 
-    def _locate(self, seg: _Segment, reader: Reader, offset: int):
+    def _locate(self, seg: LogSegment, reader: Reader, offset: int):
         """(position, size, base offset) of the first batch of ``seg`` whose last offset is
         >= offset."""
         pos = seg.lookup_position(offset)
@@ -820,7 +651,7 @@ class SegmentLog(PartitionLog):
             pos += size
         return None
 
-    def _batch_end(self, seg: _Segment, reader: Reader, pos: int, limit: int) -> int:
+    def _batch_end(self, seg: LogSegment, reader: Reader, pos: int, limit: int) -> int:
         """Starting from the batch boundary ``pos``, the end of the last whole batch that ends
         at or before ``limit`` (and the reader's limit); jumps ahead with the offset index
         instead of walking every header."""
@@ -928,7 +759,7 @@ class SegmentLog(PartitionLog):
             return segments[index + 1].base_offset
         return self._end
 
-    def _iter_batch_headers(self, seg: _Segment, reader: Reader, pos: int):
+    def _iter_batch_headers(self, seg: LogSegment, reader: Reader, pos: int):
         """Yield (position, size, base offset, next offset, max timestamp) from ``pos`` on."""
         while pos < seg.size:
             got = reader.ensure(pos, NEED_FOR_MAX_TS)
@@ -992,7 +823,7 @@ class SegmentLog(PartitionLog):
                 return offset_of_max_timestamp(RecordBatch(*got)), best_ts
         return best_base, best_ts
 
-    def _max_timestamp_from(self, seg: _Segment, offset: int) -> tuple[int, int]:
+    def _max_timestamp_from(self, seg: LogSegment, offset: int) -> tuple[int, int]:
         """(max timestamp, base offset of the first batch with it) over the batches of ``seg``
         that hold offsets >= ``offset``; scans the segment's headers (rare: ListOffsets -3 after
         DeleteRecords moved the log start offset past the segment's max)."""
@@ -1062,7 +893,7 @@ class SegmentLog(PartitionLog):
             self._log_start_moved()
         return self._start
 
-    def _breached_by_start(self, seg: _Segment, next_seg: _Segment | None) -> bool:
+    def _breached_by_start(self, seg: LogSegment, next_seg: LogSegment | None) -> bool:
         return next_seg is not None and next_seg.base_offset <= self._start
 
     def _count_deletable(self, predicate) -> int:
@@ -1110,7 +941,7 @@ class SegmentLog(PartitionLog):
             if config.retention_bytes >= 0 and self._size >= config.retention_bytes:
                 diff = self._size - config.retention_bytes
 
-                def size_breached(seg: _Segment, _next) -> bool:
+                def size_breached(seg: LogSegment, _next) -> bool:
                     nonlocal diff
                     if diff - seg.size >= 0:
                         diff -= seg.size
@@ -1163,7 +994,7 @@ class SegmentLog(PartitionLog):
                     break
         return index, first_dirty, first_uncleanable, clean, cleanable, overdue
 
-    def _first_batch_timestamp(self, seg: _Segment) -> int:
+    def _first_batch_timestamp(self, seg: LogSegment) -> int:
         fd = seg.fd if seg.fd is not None else seg.open()
         got = Reader(fd, seg.size, NEED_FOR_MAX_TS).ensure(0, NEED_FOR_MAX_TS)
         return NO_TIMESTAMP if got is None else MAX_TS.unpack_from(got[0], got[1] + MAX_TS_AT)[0]
@@ -1260,7 +1091,7 @@ class SegmentLog(PartitionLog):
                 os.rename(segment_path(directory, base, suffix + SWAP_SUFFIX),
                           segment_path(directory, base, suffix))
             files.fsync_dir(directory)
-            seg = _Segment(directory, base)
+            seg = LogSegment(directory, base)
             seg.size = cleaned.size
             seg.idx_rel, seg.idx_pos = cleaned.idx_rel, cleaned.idx_pos
             seg.time_ts, seg.time_rel = cleaned.time_ts, cleaned.time_rel

@@ -11,6 +11,7 @@ import pytest
 
 from broker.log import LogConfig, LogManager, SegmentLog
 from broker.log import files as files_module
+from broker.log import segment as segment_module
 from broker.log import segments as segments_module
 from broker.log.cleaner import LogCleaner
 from broker.topics import Partition
@@ -130,8 +131,8 @@ def test_a_crash_anywhere_in_the_swap_leaves_a_whole_log(tmp_path, clock, monkey
 
     monkeypatch.setattr(segments_module.os, "rename", count("rename", os.rename))
     monkeypatch.setattr(files_module, "fsync_dir", count("fsync", files_module.fsync_dir))
-    monkeypatch.setattr(segments_module._Segment, "delete_files",
-                        count("delete", segments_module._Segment.delete_files))
+    monkeypatch.setattr(segment_module.LogSegment, "delete_files",
+                        count("delete", segment_module.LogSegment.delete_files))
     try:
         log.compact()
         crashed = False
