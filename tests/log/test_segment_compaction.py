@@ -12,6 +12,7 @@ import pytest
 from broker.log import LogConfig, LogManager, SegmentLog
 from broker.log import files as files_module
 from broker.log import segment as segment_module
+from broker.log import segment_cleaning
 from broker.log import segments as segments_module
 from broker.log.cleaner import LogCleaner
 from broker.topics import Partition
@@ -180,7 +181,7 @@ def test_closing_the_log_stops_the_file_work(tmp_path, clock):
     steps = log.cleaning_pass(NOW)
     work = next(steps)
     log.close()
-    with pytest.raises(segments_module._Aborted):
+    with pytest.raises(segment_cleaning.CleaningAborted):
         work()
     assert not [n for n in files(tmp_path) if n.endswith(".cleaned")]
 
@@ -192,13 +193,13 @@ def test_the_broker_cleaner_does_the_file_work_in_its_thread(tmp_path, clock, mo
     log = manager.get_or_create("compacted", 0)
     fill(log)
     threads = []
-    real = segments_module._clean_files
+    real = segment_cleaning.clean_files
 
     def clean_files(job):
         threads.append(threading.get_ident())
         return real(job)
 
-    monkeypatch.setattr(segments_module, "_clean_files", clean_files)
+    monkeypatch.setattr(segment_cleaning, "clean_files", clean_files)
     cleaner = LogCleaner(manager, clock=clock)
 
     async def run():
