@@ -13,7 +13,10 @@ against this broker in CI:
 """
 from __future__ import annotations
 
+import os
+import re
 import threading
+import uuid
 import time
 
 import pytest
@@ -21,7 +24,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 from tests.containers.engine import BROKER_IMAGE, Stack
-from tests.support import free_port, unique
+from tests.support import ROOT, free_port, unique
 
 pytestmark = pytest.mark.timeout(900)
 # the data volume of a one-off container that does not start the broker, as tmpfs: no anonymous
@@ -86,11 +89,42 @@ def test_image_is_non_root_without_build_tools_or_pip_cache(engine, images):
     assert engine("run", "--rm", *NO_VOLUME, BROKER_IMAGE, "--help").stdout.startswith("usage: kbroker")
 
 
-def test_tests_service_passes_against_the_broker_by_its_compose_name(suite):
-    code, output = suite
+def suite_size() -> int:
+    """How many tests tests/compose holds: every one must pass in the tests service."""
+    folder = os.path.join(ROOT, "tests", "compose")
+    return sum(open(os.path.join(folder, name)).read().count("\ndef test_")
+               for name in os.listdir(folder) if name.startswith("test_"))
+
+
+def assert_suite_passed(code: int, output: str) -> None:
     assert code == 0, output[-6000:]
     tail = output.strip().splitlines()[-1]
-    assert " passed" in tail and "failed" not in tail and "skipped" not in tail, tail
+    assert re.match(rf"{suite_size()} passed\b", tail) and "skipped" not in tail, tail
+
+
+def test_start_to_healthy(engine, images):
+    """The seconds from `run` to the first passing healthcheck, the broker alone (no compose)."""
+    name = f"kbroker-start-{uuid.uuid4().hex[:6]}"
+    started = time.monotonic()
+    engine("run", "-d", "--name", name, BROKER_IMAGE)
+    try:
+        while True:
+            healthy, said = engine.healthcheck(name)
+            if healthy:
+                break
+            assert time.monotonic() - started < 60, said + engine.logs(name)[-3000:]
+            time.sleep(0.05)
+        seconds = time.monotonic() - started
+        logs = engine.logs(name)
+    finally:
+        engine("rm", "-f", "-v", name, check=False)
+    print(f"\n{BROKER_IMAGE}: {images['broker_bytes'] / 1e6:.0f} MB, healthy {seconds:.2f} s "
+          "after `run`")
+    assert '"event": "broker started"' in logs
+
+
+def test_tests_service_passes_against_the_broker_by_its_compose_name(suite):
+    assert_suite_passed(*suite)
 
 
 def test_host_reaches_the_same_broker_on_localhost(stack, suite):
