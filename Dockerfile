@@ -4,6 +4,9 @@
 #   docker build -t kbroker .
 #   docker run -p 9092:9092 -p 127.0.0.1:9404:9404 kbroker
 #
+# podman builds it too (BUILDAH_FORMAT=docker keeps the HEALTHCHECK); where Docker Hub is out of
+# reach, PYTHON_IMAGE takes a base made from Debian's archive (docs/docker.md).
+#
 # The HTTP port (9404: /metrics, /health, /ready and the web console) is published on the host's
 # loopback only: without an authorizer the console shows every topic's records to whoever
 # reaches it. Its write requests (/faults, /nodes) are off here, as metrics.host is 0.0.0.0
