@@ -119,18 +119,20 @@ class Engine:
     # -- containers
 
     def healthcheck(self, container: str) -> tuple[bool, str]:
-        """Runs the container's healthcheck once (podman), or reads Docker's last result."""
-        ran = None
+        """Runs the container's healthcheck once, now: (passed, what it said). Podman has
+        `healthcheck run`; Docker runs it only on its interval, so its command is exec'd."""
         if self.name == "podman":
             ran = self("healthcheck", "run", container, check=False, timeout=60)
-        result = self("inspect", "--format", "{{json .State.Health}}", container, check=False)
-        if result.returncode != 0:
-            return False, result.stderr.strip()
-        health = json.loads(result.stdout or "null") or {}
-        last = (health.get("Log") or [{}])[-1].get("Output", "").strip()  # what the check said
-        if ran is not None:
-            return ran.returncode == 0, last or (ran.stdout + ran.stderr).strip()
-        return health.get("Status") == "healthy", last
+            result = self("inspect", "--format", "{{json .State.Health}}", container,
+                          check=False)
+            health = json.loads(result.stdout or "null") or {} if result.returncode == 0 else {}
+            said = (health.get("Log") or [{}])[-1].get("Output", "").strip()  # the check's own
+            return ran.returncode == 0, said or (ran.stdout + ran.stderr).strip()
+        test = json.loads(self("inspect", "--format", "{{json .Config.Healthcheck.Test}}",
+                               container).stdout)
+        command = test[1:] if test[0] == "CMD" else ["sh", "-c", test[1]]
+        ran = self("exec", container, *command, check=False, timeout=60)
+        return ran.returncode == 0, (ran.stdout + ran.stderr).strip()
 
     def exit_code(self, container: str) -> int:
         return int(self("inspect", "--format", "{{.State.ExitCode}}", container).stdout.strip())
