@@ -20,6 +20,8 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # ---------------------------------------------------------------- build: a venv, stripped
 FROM ${PYTHON_IMAGE} AS build
+# every image and build cache layer of this project carries it (tests/containers prunes by it)
+LABEL io.kbroker.project="kbroker"
 # strip (binutils) stays in this stage: the compiled extensions ship with their debug symbols
 # (uvloop's is 13.6 MB, 1.6 MB without)
 # hadolint ignore=DL3008
@@ -42,6 +44,7 @@ RUN pip wheel --no-cache-dir --wheel-dir /wheels . \
 
 # ---------------------------------------------------------------- the compose test service
 FROM ${PYTHON_IMAGE} AS compose-tests
+LABEL io.kbroker.project="kbroker"
 RUN pip install --no-cache-dir kafka-python==3.0.12 pytest==9.2.0
 WORKDIR /app
 COPY tests/compose ./tests/compose
@@ -52,6 +55,7 @@ CMD ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/compose"]
 
 # ---------------------------------------------------------------- the broker (default target)
 FROM ${PYTHON_IMAGE} AS broker
+LABEL io.kbroker.project="kbroker"
 # only the venv comes from the build stage: no wheels, no pip cache, no build tool
 COPY --from=build /opt/kbroker /opt/kbroker
 RUN useradd --system --no-log-init --uid 10001 --user-group --create-home --home-dir /var/lib/kbroker kbroker \

@@ -25,6 +25,10 @@ def images(engine) -> dict:
     engine.build("broker", BROKER_IMAGE, base)
     engine.build("compose-tests", TESTS_IMAGE, base)
     built = time.monotonic()
+    # what earlier builds left untagged (the layers of older sources) goes after a day; a layer
+    # still in use is made again then
+    engine("image", "prune", "-f", "--filter", "label=io.kbroker.project=kbroker",
+           "--filter", "until=24h", check=False)
     info = {"base": base, "base_s": based - started, "build_s": built - based,
             "broker_bytes": engine.image_size(BROKER_IMAGE),
             "base_bytes": engine.image_size(base) if base else None}
