@@ -36,6 +36,7 @@ if ! docker info >/dev/null 2>&1; then
     command -v podman-compose >/dev/null 2>&1 || containers+=(podman-compose)
     command -v mmdebstrap >/dev/null 2>&1 || containers+=(mmdebstrap)
     test -x /usr/lib/cni/dnsname || containers+=(golang-github-containernetworking-plugin-dnsname)
+    command -v iptables >/dev/null 2>&1 || containers+=(iptables)  # CNI's published ports
 fi
 if [ ${#containers[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
