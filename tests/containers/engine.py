@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -238,3 +239,16 @@ class Stack:
         self.compose("down", *(["-v"] if volumes else []), "-t", "30", timeout=300)
         if volumes and self.engine.name == "podman":
             self.engine("network", "rm", "-f", f"{self.project}_default", check=False)
+
+
+def suite_size() -> int:
+    """How many tests tests/compose holds: every one must pass in the tests service."""
+    folder = os.path.join(ROOT, "tests", "compose")
+    return sum(open(os.path.join(folder, name)).read().count("\ndef test_")
+               for name in os.listdir(folder) if name.startswith("test_"))
+
+
+def assert_suite_passed(code: int, output: str) -> None:
+    assert code == 0, output[-6000:]
+    tail = output.strip().splitlines()[-1]
+    assert re.match(rf"{suite_size()} passed\b", tail) and "skipped" not in tail, tail

@@ -11,8 +11,7 @@ import urllib.request
 import pytest
 import yaml
 
-from tests.containers.engine import Stack
-from tests.containers.test_compose_stack import assert_suite_passed
+from tests.containers.engine import Stack, assert_suite_passed
 from tests.support import ROOT, free_port, unique
 
 pytestmark = pytest.mark.timeout(900)
