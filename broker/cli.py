@@ -1,6 +1,7 @@
 """Command line: ``kbroker [options]`` starts the broker; ``kbroker healthcheck`` asks a running
-broker a real Kafka question (ApiVersions) and exits 0 if it answers; ``kbroker certs`` makes
-development certificates for TLS listeners (broker/security/certs.py)."""
+broker a real Kafka question (ApiVersions) and exits 0 if it answers and its coordinators have
+loaded; ``kbroker certs`` makes development certificates for TLS listeners
+(broker/security/certs.py)."""
 from __future__ import annotations
 
 import argparse
@@ -84,7 +85,8 @@ async def _run(config: BrokerConfig) -> int:
 
 def healthcheck(config: BrokerConfig) -> int:
     """Send ApiVersions v0 to the first PLAINTEXT listener (else the first listener, over TLS
-    without checking the broker's certificate when it is an SSL one) and check the answer."""
+    without checking the broker's certificate when it is an SSL one) and check the answer, then
+    that the broker is ready (_not_ready)."""
     plaintext = [entry for entry in config.listeners
                  if config.security_protocols[entry[0]] == "PLAINTEXT"]
     name, host, port = (plaintext or config.listeners)[0]
@@ -101,8 +103,35 @@ def healthcheck(config: BrokerConfig) -> int:
     if correlation_id != 1 or error != 0:
         print(f"unhealthy: ApiVersions answered error {error}", file=sys.stderr)
         return 1
+    not_ready = _not_ready(config)
+    if not_ready:
+        print(f"unhealthy: {not_ready}", file=sys.stderr)
+        return 1
     print("healthy")
     return 0
+
+
+def _not_ready(config: BrokerConfig) -> str | None:
+    """Why the broker is not ready yet, from /ready on its HTTP port: the listeners answer while
+    the coordinators still replay __consumer_offsets (every group API answers
+    COORDINATOR_LOAD_IN_PROGRESS), so a container is healthy only once they have loaded. None when
+    ready, or when the HTTP port is off (metrics.port=0)."""
+    port = config["metrics.port"]
+    if not port:
+        return None
+    import urllib.error
+    import urllib.request
+    host = config["metrics.host"]
+    host = host if host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
+    try:
+        with opener.open(f"http://{host}:{port}/ready", timeout=5):
+            return None
+    except urllib.error.HTTPError as exc:
+        return f"not ready ({exc.code}): {exc.read().decode(errors='replace').strip()}"
+    except OSError as exc:
+        return f"/ready on port {port}: {exc}"
 
 
 def _read_exactly(sock: socket.socket, n: int) -> bytes:
