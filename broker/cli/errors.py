@@ -1,0 +1,84 @@
+"""One clear line for every failure of a client command: a CliError says what went wrong in the
+user's words; a Kafka error from the client library is named by Kafka's error name
+(UNKNOWN_TOPIC_OR_PARTITION) with what it was doing; the client library's own log records are
+kept (not printed) so a failed bootstrap can say why it failed."""
+from __future__ import annotations
+
+import logging
+
+
+class CliError(Exception):
+    """A failure to report as ``kbroker: <message>`` with exit status ``status``."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ClientLog(logging.Handler):
+    """Keeps the client library's warnings and errors instead of printing them: a failed
+    bootstrap is explained by the last of them (connection refused, authentication failed)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.records) < 200:
+            self.records.append(record)
+
+    def reason(self) -> str | None:
+        """The most telling failure seen: an authentication failure above all."""
+        from kafka.errors import AuthenticationFailedError, SaslAuthenticationFailedError
+        for record in reversed(self.records):
+            for arg in record.args if isinstance(record.args, tuple) else ():
+                if isinstance(arg, (AuthenticationFailedError, SaslAuthenticationFailedError)):
+                    return f"authentication failed: {_short(arg)}"
+            text = record.getMessage()
+            if "uthenticat" in text:
+                return f"authentication failed: {text}"
+        for record in reversed(self.records):
+            text = record.getMessage()
+            if "failed" in text.lower() or "error" in text.lower():
+                return text
+        return None
+
+
+CLIENT_LOG = ClientLog()
+
+
+def quiet_client_logs(verbose: bool) -> None:
+    """kafka-python and its background threads log to the 'kafka' logger: keep those records
+    for error messages, and print them only with --verbose."""
+    logger = logging.getLogger("kafka")
+    logger.addHandler(CLIENT_LOG)
+    logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    logger.propagate = verbose
+    if verbose:
+        logging.basicConfig(level=logging.DEBUG, format="%(name)s %(levelname)s %(message)s")
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def describe(exc: BaseException, bootstrap: str) -> str:
+    """The one line that reports ``exc``."""
+    import kafka.errors as errors
+    if isinstance(exc, errors.KafkaTimeoutError) and "bootstrap" in str(exc).lower():
+        reason = CLIENT_LOG.reason()
+        if reason and reason.startswith("authentication failed"):
+            return reason
+        return f"could not connect to {bootstrap}" + (f": {reason}" if reason else "")
+    if isinstance(exc, (errors.SaslAuthenticationFailedError,
+                        errors.AuthenticationFailedError)):
+        return f"authentication failed: {_short(exc)}"
+    if isinstance(exc, errors.BrokerResponseError):
+        detail = str(exc.args[0]) if exc.args and exc.args[0] else exc.description
+        return f"{exc.message}: {detail.splitlines()[0]}"
+    if isinstance(exc, errors.NoBrokersAvailable):
+        return f"no broker available at {bootstrap}"
+    if isinstance(exc, errors.KafkaError):
+        return _short(exc)
+    return f"{type(exc).__name__}: {_short(exc)}"
