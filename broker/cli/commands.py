@@ -275,7 +275,11 @@ def main(argv: list[str]) -> int:
         if args.verbose:
             import traceback
             traceback.print_exc()
-        _fail(describe(exc, bootstrap))
+        try:
+            message = describe(exc, bootstrap)
+        except Exception:  # never a traceback, even from describing the failure
+            message = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        _fail(message)
         return 1
 
 

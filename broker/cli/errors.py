@@ -29,18 +29,17 @@ class ClientLog(logging.Handler):
 
     def reason(self) -> str | None:
         """The most telling failure seen: an authentication failure above all."""
-        from kafka.errors import AuthenticationFailedError, SaslAuthenticationFailedError
         for record in reversed(self.records):
             for arg in record.args if isinstance(record.args, tuple) else ():
-                if isinstance(arg, (AuthenticationFailedError, SaslAuthenticationFailedError)):
+                if isinstance(arg, BaseException) and "Authentication" in type(arg).__name__:
                     return f"authentication failed: {_short(arg)}"
             text = record.getMessage()
             if "uthenticat" in text:
                 return f"authentication failed: {text}"
         for record in reversed(self.records):
-            text = record.getMessage()
-            if "failed" in text.lower() or "error" in text.lower():
-                return text
+            for arg in record.args if isinstance(record.args, tuple) else ():
+                if isinstance(arg, BaseException) and "Timeout" not in type(arg).__name__:
+                    return _short(arg)
         return None
 
 
@@ -59,8 +58,13 @@ def quiet_client_logs(verbose: bool) -> None:
 
 
 def _short(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text.splitlines()[0] if text else type(exc).__name__
+    """The first line of the exception's text without kafka-python's '[Error 58]
+    SaslAuthenticationFailedError: ' prefixes, led by Kafka's error name when it has one."""
+    import re
+    text = (str(exc) or type(exc).__name__).splitlines()[0]
+    text = re.sub(r"^(\[Error -?\d+\]\s*|\w+Error:\s*)+", "", text) or type(exc).__name__
+    name = getattr(exc, "message", None)
+    return f"{name}: {text}" if isinstance(name, str) and name not in text else text
 
 
 def describe(exc: BaseException, bootstrap: str) -> str:
@@ -71,8 +75,7 @@ def describe(exc: BaseException, bootstrap: str) -> str:
         if reason and reason.startswith("authentication failed"):
             return reason
         return f"could not connect to {bootstrap}" + (f": {reason}" if reason else "")
-    if isinstance(exc, (errors.SaslAuthenticationFailedError,
-                        errors.AuthenticationFailedError)):
+    if "Authentication" in type(exc).__name__:
         return f"authentication failed: {_short(exc)}"
     if isinstance(exc, errors.BrokerResponseError):
         detail = str(exc.args[0]) if exc.args and exc.args[0] else exc.description
