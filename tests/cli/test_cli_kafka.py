@@ -1,0 +1,88 @@
+"""The client commands against Apache Kafka 4.3.1 and against kbroker in the same run: the same
+commands on the same state print the same output, apart from topic ids and record times (topic
+create and describe, produce, consume alone and in a group, group list and describe, and the
+unknown-topic and unknown-group failures)."""
+from __future__ import annotations
+
+import pytest
+
+from tests.cli.support import json_lines, kbroker, ok, one_line_error
+from tests.conformance.kafka_server import KafkaServer
+from tests.support import BrokerProcess, unique
+
+
+@pytest.fixture(scope="module")
+def kafka():
+    server = KafkaServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def kbroker_process():
+    proc = BrokerProcess()
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+def scenario(b: str, topic: str, group: str) -> dict:
+    """Everything the commands print for one fixed sequence, ids and times left out."""
+    seen = {}
+    seen["create"] = ok(kbroker("topic", "create", topic, "-p", "3", "-c",
+                                "retention.ms=60000", "-b", b))
+    (desc,) = json_lines(kbroker("topic", "describe", topic, "-b", b, "--format", "json"))
+    assert desc.pop("topic_id")
+    seen["describe"] = desc
+    # keyed lines: the default partitioner puts each key in the same partition on both
+    seen["produce"] = json_lines(kbroker("produce", topic, "-b", b, "-K", ":", "--format",
+                                         "json", input="a:one\nb:two\nc:three\na:four\n"))
+    records = json_lines(kbroker("consume", topic, "-b", b, "--offset", "beginning", "-n", "4",
+                                 "--format", "json"))
+    for record in records:
+        assert record.pop("timestamp") > 0
+    seen["consume"] = sorted(records, key=lambda r: (r["partition"], r["offset"]))
+    seen["kcat"] = sorted(ok(kbroker("consume", topic, "-b", b, "-f",
+                                     "%p %o %k %s\\n")).splitlines())
+    seen["group_consume"] = sorted(ok(kbroker("consume", topic, "-b", b, "--group", group,
+                                              "--offset", "beginning", "-n", "4")).splitlines())
+    (group_desc,) = json_lines(kbroker("group", "describe", group, "-b", b, "--format", "json"))
+    seen["group_describe"] = group_desc
+    seen["group_text"] = ok(kbroker("group", "describe", group, "-b", b))
+    seen["group_list"] = [g for g in json_lines(kbroker("group", "list", "-b", b, "--format",
+                                                        "json")) if g["group"] == group]
+    seen["reset"] = json_lines(kbroker("group", "reset-offsets", group, "--all-topics",
+                                       "--shift-by", "-1", "--execute", "-b", b,
+                                       "--format", "json"))
+    seen["lag"] = json_lines(kbroker("group", "lag", group, "-b", b, "--format", "json"))
+    seen["unknown_topic"] = one_line_error(kbroker("topic", "describe", "no-such-topic",
+                                                   "-b", b))
+    seen["unknown_topic_consume"] = one_line_error(kbroker("consume", "no-such-topic",
+                                                           "-b", b, "-n", "1"))
+    seen["unknown_group"] = one_line_error(kbroker("group", "describe", "no-such-group",
+                                                   "-b", b))
+    seen["create_again"] = one_line_error(kbroker("topic", "create", topic, "-b", b))
+    seen["delete"] = ok(kbroker("topic", "delete", topic, "-b", b))
+    return seen
+
+
+def test_same_output_on_kafka_and_kbroker(kafka, kbroker_process):
+    topic, group = unique("both"), unique("g")
+    on_kafka = scenario(kafka.bootstrap, topic, group)
+    on_kbroker = scenario(kbroker_process.bootstrap, topic, group)
+    # what the scenario shows, checked once on Kafka's side
+    assert on_kafka["describe"]["configs"] == {"retention.ms": "60000"}
+    assert on_kafka["describe"]["partition_count"] == 3
+    assert [r["value"] for r in on_kafka["consume"] if r["key"] == "a"] == ["one", "four"]
+    assert on_kafka["group_consume"] == ["four", "one", "three", "two"]
+    offsets = on_kafka["group_describe"]["offsets"]
+    assert {o["topic"] for o in offsets} == {topic}
+    assert all(o["lag"] == 0 and o["committed_offset"] == o["log_end_offset"] > 0
+               for o in offsets)
+    assert on_kafka["group_describe"]["state"] == "Empty"
+    assert all(r["lag"] == 1 for r in on_kafka["lag"])
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in on_kafka["unknown_topic"]
+    assert "GROUP_ID_NOT_FOUND" in on_kafka["unknown_group"]
+    for key in on_kafka:
+        assert on_kbroker[key] == on_kafka[key], key
