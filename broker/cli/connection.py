@@ -188,22 +188,33 @@ def connection_from(args) -> Connection:
     return Connection(bootstrap, props, args.timeout)
 
 
+def _watched_client(**configs):
+    """kafka-python's network client, its connection manager handed to the kept client log
+    so a failed authentication ends the bootstrap at once (broker/cli/errors.py)."""
+    from kafka.net.compat import KafkaNetClient
+
+    from .errors import CLIENT_LOG
+    client = KafkaNetClient(**configs)
+    CLIENT_LOG.managers.append(client._manager)
+    return client
+
+
 def admin(conn: Connection):
     """A kafka-python KafkaAdminClient that has bootstrapped."""
     conn.check_reachable()
     from kafka import KafkaAdminClient
     return KafkaAdminClient(bootstrap_timeout_ms=int(conn.timeout_s * 1000),
-                            **conn.kafka_python())
+                            kafka_client=_watched_client, **conn.kafka_python())
 
 
 def producer(conn: Connection, **settings):
     conn.check_reachable()
     from kafka import KafkaProducer
-    return KafkaProducer(max_block_ms=int(conn.timeout_s * 1000), **conn.kafka_python(),
-                         **settings)
+    return KafkaProducer(max_block_ms=int(conn.timeout_s * 1000), kafka_client=_watched_client,
+                         **conn.kafka_python(), **settings)
 
 
 def consumer(conn: Connection, **settings):
     conn.check_reachable()
     from kafka import KafkaConsumer
-    return KafkaConsumer(**conn.kafka_python(), **settings)
+    return KafkaConsumer(kafka_client=_watched_client, **conn.kafka_python(), **settings)

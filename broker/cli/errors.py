@@ -17,30 +17,52 @@ class CliError(Exception):
 
 class ClientLog(logging.Handler):
     """Keeps the client library's warnings and errors instead of printing them: a failed
-    bootstrap is explained by the last of them (connection refused, authentication failed)."""
+    bootstrap is explained by the exceptions they carry (connection refused, authentication
+    failed, certificate not trusted)."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.records: list[logging.LogRecord] = []
+        #: connection managers of the clients made (broker/cli/connection.py), closed on a
+        #: fatal failure: kafka-python retries a failed login or TLS handshake until its
+        #: bootstrap timeout, yet a wrong password or an untrusted certificate does not get
+        #: better by retrying
+        self.managers: list = []
 
     def emit(self, record: logging.LogRecord) -> None:
         if len(self.records) < 200:
             self.records.append(record)
+        if any(_fatal(exc) for exc in _exceptions(record)):
+            for manager in self.managers:
+                manager.call_soon(manager.close)
 
     def reason(self) -> str | None:
-        """The most telling failure seen: an authentication failure above all."""
-        for record in reversed(self.records):
-            for arg in record.args if isinstance(record.args, tuple) else ():
-                if isinstance(arg, BaseException) and "Authentication" in type(arg).__name__:
-                    return f"authentication failed: {_short(arg)}"
-            text = record.getMessage()
-            if "uthenticat" in text:
-                return f"authentication failed: {text}"
-        for record in reversed(self.records):
-            for arg in record.args if isinstance(record.args, tuple) else ():
-                if isinstance(arg, BaseException) and "Timeout" not in type(arg).__name__:
-                    return _short(arg)
-        return None
+        """The most telling failure seen: a fatal one above all, else the last one."""
+        seen = [exc for record in self.records for exc in _exceptions(record)]
+        fatal = [exc for exc in seen if _fatal(exc)]
+        if fatal:
+            exc = fatal[-1]
+            kind = "authentication failed" if _authentication(exc) else "TLS handshake failed"
+            return f"{kind}: {_short(exc)}"
+        others = [exc for exc in seen if "Timeout" not in type(exc).__name__]
+        return _short(others[-1]) if others else None
+
+
+def _exceptions(record: logging.LogRecord) -> list[BaseException]:
+    args = record.args if isinstance(record.args, tuple) else ()
+    return [arg for arg in args if isinstance(arg, BaseException)]
+
+
+def _authentication(exc: BaseException) -> bool:
+    return "Authentication" in type(exc).__name__
+
+
+def _fatal(exc: BaseException) -> bool:
+    """A failed SASL login or TLS handshake: retrying cannot mend either."""
+    import ssl
+    text = str(exc)
+    return _authentication(exc) or isinstance(exc, ssl.SSLError) or \
+        "Handshake failed" in text or "[SSL: " in text
 
 
 CLIENT_LOG = ClientLog()
@@ -73,7 +95,7 @@ def describe(exc: BaseException, bootstrap: str) -> str:
     if isinstance(exc, errors.KafkaTimeoutError) and "bootstrap" in str(exc).lower():
         reason = CLIENT_LOG.reason()
         if reason and reason.startswith("authentication failed"):
-            return reason
+            return reason  # the address was right
         return f"could not connect to {bootstrap}" + (f": {reason}" if reason else "")
     if "Authentication" in type(exc).__name__:
         return f"authentication failed: {_short(exc)}"

@@ -327,9 +327,13 @@ def test_sasl_command_config(tmp_path):
         ok(kbroker("produce", topic, "-b", b, "--command-config", str(good), input="secret\n"))
         assert ok(kbroker("consume", topic, "-b", b, "--command-config", str(good))) == \
             "secret\n"
-        one_line_error(kbroker("topic", "list", "-b", b, "--command-config", str(bad),
-                               "--timeout", "2"),
-                       "authentication failed", "SASL_AUTHENTICATION_FAILED")
+        for args in (("topic", "list"), ("produce", topic), ("consume", topic),
+                     ("group", "list")):
+            started = time.monotonic()
+            one_line_error(kbroker(*args, "-b", b, "--command-config", str(bad), input="x\n"),
+                           "authentication failed", "SASL_AUTHENTICATION_FAILED")
+            # a wrong password is not retried until the 10 s bootstrap timeout
+            assert time.monotonic() - started < 5
         plain = tmp_path / "plain.properties"
         plain.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
                          "sasl.username=admin\nsasl.password=admin-secret\n")
@@ -349,3 +353,53 @@ def test_json_is_one_object_a_line(broker):
     ok(kbroker("topic", "create", topic, "-p", "2", "-b", b))
     for line in ok(kbroker("topic", "list", "-b", b, "--format", "json")).splitlines():
         assert isinstance(json.loads(line), dict)
+
+
+def test_tls_command_config(tmp_path):
+    """ssl.* settings of the properties file: the CA as a PEM truststore and the client's PEM
+    certificate and key for a listener that requires one (ssl.client.auth=required)."""
+    from broker.security.certs import make_certs
+    made = make_certs(str(tmp_path / "certs"), password="cli-test")
+    paths = made["paths"]
+    port, ssl_port = free_port(), free_port()
+    broker = BrokerProcess(port=port, overrides={
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+        "ssl.keystore.type": "PKCS12", "ssl.keystore.location": paths["broker.p12"],
+        "ssl.keystore.password": "cli-test", "ssl.client.auth": "required",
+        "ssl.truststore.type": "PKCS12", "ssl.truststore.location": paths["truststore.p12"],
+        "ssl.truststore.password": "cli-test"})
+    broker.start()
+    try:
+        b = f"127.0.0.1:{ssl_port}"
+        mtls = tmp_path / "mtls.properties"
+        mtls.write_text("security.protocol=SSL\n"
+                        "ssl.truststore.type=PEM\n"
+                        f"ssl.truststore.location={paths['ca.crt']}\n"
+                        f"ssl.certificate.location={paths['client.crt']}\n"
+                        f"ssl.key.location={paths['client.key']}\n")
+        topic = unique("tls")
+        ok(kbroker("topic", "create", topic, "-b", b, "--command-config", str(mtls)))
+        ok(kbroker("produce", topic, "-b", b, "--command-config", str(mtls), input="sealed\n"))
+        assert ok(kbroker("consume", topic, "-b", b, "--command-config", str(mtls))) == \
+            "sealed\n"
+        p12 = tmp_path / "p12.properties"
+        p12.write_text("security.protocol=SSL\nssl.truststore.type=PKCS12\n"
+                       f"ssl.truststore.location={paths['truststore.p12']}\n")
+        one_line_error(kbroker("topic", "list", "-b", b, "--command-config", str(p12)),
+                       "ssl.truststore.type=PKCS12 is not supported", "PEM")
+        no_cert = tmp_path / "no-cert.properties"
+        no_cert.write_text("security.protocol=SSL\n"
+                           f"ssl.truststore.location={paths['ca.crt']}\n")
+        started = time.monotonic()
+        one_line_error(kbroker("topic", "list", "-b", b, "--command-config", str(no_cert)),
+                       f"could not connect to {b}: TLS handshake failed",
+                       "CERTIFICATE_REQUIRED")
+        untrusted = tmp_path / "untrusted.properties"
+        untrusted.write_text("security.protocol=SSL\n")
+        one_line_error(kbroker("topic", "list", "-b", b, "--command-config", str(untrusted)),
+                       f"could not connect to {b}: TLS handshake failed",
+                       "CERTIFICATE_VERIFY_FAILED")
+        assert time.monotonic() - started < 8  # neither waits for the 10 s bootstrap timeout
+    finally:
+        broker.stop()
