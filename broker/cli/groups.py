@@ -70,8 +70,13 @@ def _classic(client, group_ids: list[str]) -> dict[str, dict]:
 
 def _consumer_protocol(conn, group_ids: list[str]) -> dict[str, dict]:
     """KIP-848 consumer groups through confluent-kafka (ConsumerGroupDescribe)."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
+    try:
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+    except ImportError:
+        raise CliError(f"group {group_ids[0]!r} is a KIP-848 consumer group; describing its "
+                       "members needs confluent-kafka (pip install 'kbroker[cli]' or "
+                       "pip install confluent-kafka)") from None
     import logging
     client = AdminClient(dict(conn.librdkafka(), logger=logging.getLogger("kafka.librdkafka")))
     out = {}
