@@ -86,3 +86,52 @@ def test_same_output_on_kafka_and_kbroker(kafka, kbroker_process):
     assert "GROUP_ID_NOT_FOUND" in on_kafka["unknown_group"]
     for key in on_kafka:
         assert on_kbroker[key] == on_kafka[key], key
+
+
+def active_groups(b: str, topic: str, classic: str, modern: str) -> dict:
+    """describe of a group with a kafka-python member (classic protocol) and of one with a
+    confluent-kafka member (KIP-848 consumer protocol), and reset-offsets refusing both."""
+    import time
+
+    from confluent_kafka import Consumer
+    from kafka import KafkaConsumer
+    ok(kbroker("topic", "create", topic, "-p", "2", "-b", b))
+    old = KafkaConsumer(topic, bootstrap_servers=b, group_id=classic, client_id="old-member")
+    new = Consumer({"bootstrap.servers": b, "group.id": modern, "group.protocol": "consumer",
+                    "client.id": "new-member"})
+    new.subscribe([topic])
+    seen = {}
+    try:
+        deadline = time.monotonic() + 30
+        while (not old.assignment() or not new.assignment()) and time.monotonic() < deadline:
+            old.poll(100)
+            new.poll(0.1)
+        for gid in (classic, modern):
+            (desc,) = json_lines(kbroker("group", "describe", gid, "-b", b, "--format", "json"))
+            for member in desc["members"]:
+                assert member.pop("member_id")
+            for row in desc["offsets"]:
+                assert row.pop("member_id")
+            seen[gid] = desc
+            seen[gid + " reset"] = one_line_error(kbroker(
+                "group", "reset-offsets", gid, "--all-topics", "--to-earliest", "--execute",
+                "-b", b))
+    finally:
+        old.close()
+        new.close()
+    return seen
+
+
+def test_active_classic_and_consumer_groups_on_kafka_and_kbroker(kafka, kbroker_process):
+    topic, classic, modern = unique("active"), unique("classic"), unique("modern")
+    on_kafka = active_groups(kafka.bootstrap, topic, classic, modern)
+    on_kbroker = active_groups(kbroker_process.bootstrap, topic, classic, modern)
+    assert on_kafka[classic]["type"] == "classic" and on_kafka[modern]["type"] == "consumer"
+    for gid in (classic, modern):
+        assert on_kafka[gid]["state"] == "Stable"
+        (member,) = on_kafka[gid]["members"]
+        assert member["assignment"] == [{"topic": topic, "partition": 0},
+                                        {"topic": topic, "partition": 1}]
+        assert "is inactive, but the current state is Stable" in on_kafka[gid + " reset"]
+    for key in on_kafka:
+        assert on_kbroker[key] == on_kafka[key], key
