@@ -185,7 +185,13 @@ def connection_from(args) -> Connection:
             not os.environ.get("KBROKER_BOOTSTRAP"):
         bootstrap = props["bootstrap.servers"]
     props.pop("bootstrap.servers", None)
-    return Connection(bootstrap, props, args.timeout)
+    conn = Connection(bootstrap, props, args.timeout)
+    MADE.append(conn)
+    return conn
+
+
+#: the connection settings of this run, for the error message of a failed bootstrap
+MADE: list[Connection] = []
 
 
 def _watched_client(**configs):

@@ -96,7 +96,12 @@ def describe(exc: BaseException, bootstrap: str) -> str:
         reason = CLIENT_LOG.reason()
         if reason and reason.startswith("authentication failed"):
             return reason  # the address was right
-        return f"could not connect to {bootstrap}" + (f": {reason}" if reason else "")
+        from .connection import MADE
+        hint = ""
+        if reason and "disconnected" in reason and MADE and MADE[-1].protocol == "PLAINTEXT":
+            hint = (" (a TLS or SASL listener closes a plain connection: give its settings "
+                    "with --command-config)")
+        return f"could not connect to {bootstrap}" + (f": {reason}" if reason else "") + hint
     if "Authentication" in type(exc).__name__:
         return f"authentication failed: {_short(exc)}"
     if isinstance(exc, errors.BrokerResponseError):

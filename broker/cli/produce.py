@@ -150,6 +150,7 @@ def run(args) -> int:
     else:
         where = ", ".join(f"partition {s['partition']} offsets {s['first_offset']}-"
                           f"{s['last_offset']}" for s in spans)
-        print(f"produced {outcome['acked']} records to {args.topic}"
+        count = outcome["acked"]
+        print(f"produced {count} record{'' if count == 1 else 's'} to {args.topic}"
               + (f" ({where})" if where else ""))
     return 0

@@ -337,6 +337,8 @@ def test_sasl_command_config(tmp_path):
                            "authentication failed", "SASL_AUTHENTICATION_FAILED")
             # a wrong password is not retried until the 10 s bootstrap timeout
             assert time.monotonic() - started < 5
+        one_line_error(kbroker("topic", "list", "-b", b, "--timeout", "2"),
+                       f"could not connect to {b}: socket disconnected", "--command-config")
         plain = tmp_path / "plain.properties"
         plain.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
                          "sasl.username=admin\nsasl.password=admin-secret\n")
@@ -406,3 +408,38 @@ def test_tls_command_config(tmp_path):
         assert time.monotonic() - started < 8  # neither waits for the 10 s bootstrap timeout
     finally:
         broker.stop()
+
+
+def test_follow_prints_new_records_and_commits_on_ctrl_c(broker):
+    """--follow keeps waiting past the end; Ctrl-C (SIGINT) ends it with status 0 after it
+    commits what it printed for its group."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+    b = broker.bootstrap
+    topic, group = unique("follow"), unique("g")
+    ok(kbroker("topic", "create", topic, "-p", "1", "-b", b))
+    ok(kbroker("produce", topic, "-b", b, input="before\n"))
+    proc = subprocess.Popen([sys.executable, "-m", "broker", "consume", topic, "-b", b,
+                             "--group", group, "--follow"], cwd=ROOT,
+                            env=dict(os.environ, PYTHONPATH=ROOT), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "before\n"
+        ok(kbroker("produce", topic, "-b", b, input="after\n"))
+        assert proc.stdout.readline() == "after\n"
+        assert proc.poll() is None  # still following
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    (desc,) = json_lines(kbroker("group", "describe", group, "-b", b, "--format", "json"))
+    assert [(o["committed_offset"], o["lag"]) for o in desc["offsets"]] == [(2, 0)]
+    # -n ends a follow as soon as enough records came
+    assert ok(kbroker("consume", topic, "-b", b, "--follow", "-n", "2")) == "before\nafter\n"
