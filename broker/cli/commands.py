@@ -153,7 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     group = sub.add_parser("group", help="consumer groups: list, describe, lag, reset offsets, "
                                          "delete")
     gsub = group.add_subparsers(dest="action", required=True, metavar="ACTION")
-    p = _command(gsub, "list", "groups:list_groups", "list groups with their type and state", common)
+    p = _command(gsub, "list", "groups:list_groups", "list groups with their type and state",
+                 common)
     _format(p)
     p = _command(gsub, "describe", "groups:describe",
                  "a group's state, members, assignments, committed offsets and lag", common)
@@ -275,8 +276,9 @@ def main(argv: list[str]) -> int:
         if args.verbose:
             import traceback
             traceback.print_exc()
+        from .connection import MADE
         try:
-            message = describe(exc, bootstrap)
+            message = describe(exc, bootstrap, MADE[-1].protocol if MADE else None)
         except Exception:  # never a traceback, even from describing the failure
             message = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         _fail(message)

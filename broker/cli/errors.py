@@ -89,16 +89,15 @@ def _short(exc: BaseException) -> str:
     return f"{name}: {text}" if isinstance(name, str) and name not in text else text
 
 
-def describe(exc: BaseException, bootstrap: str) -> str:
-    """The one line that reports ``exc``."""
+def describe(exc: BaseException, bootstrap: str, protocol: str | None = None) -> str:
+    """The one line that reports ``exc``; ``protocol`` is the security.protocol used."""
     import kafka.errors as errors
     if isinstance(exc, errors.KafkaTimeoutError) and "bootstrap" in str(exc).lower():
         reason = CLIENT_LOG.reason()
         if reason and reason.startswith("authentication failed"):
             return reason  # the address was right
-        from .connection import MADE
         hint = ""
-        if reason and "disconnected" in reason and MADE and MADE[-1].protocol == "PLAINTEXT":
+        if reason and "disconnected" in reason and protocol == "PLAINTEXT":
             hint = (" (a TLS or SASL listener closes a plain connection: give its settings "
                     "with --command-config)")
         return f"could not connect to {bootstrap}" + (f": {reason}" if reason else "") + hint

@@ -142,7 +142,7 @@ def run(args) -> int:
     if outcome["failed"] is not None:
         from .errors import describe
         raise CliError(f"producing to {args.topic!r} failed after {outcome['acked']} records: "
-                       f"{describe(outcome['failed'], conn.bootstrap)}")
+                       f"{describe(outcome['failed'], conn.bootstrap, conn.protocol)}")
     spans = [{"partition": p, "first_offset": s[0], "last_offset": s[1], "records": s[2]}
              for p, s in sorted(partitions.items())]
     if args.format == "json":

@@ -137,6 +137,10 @@ def describe(args) -> int:
     topic_configs = configs.get("topic", {})
     for i, t in enumerate(metas):
         parts = sorted(t["partitions"], key=lambda p: p["partition_index"])
+        start = {p["partition_index"]: earliest[TopicPartition(t["name"], p["partition_index"])]
+                 .offset for p in parts}
+        end = {p["partition_index"]: latest[TopicPartition(t["name"], p["partition_index"])]
+               .offset for p in parts}
         out = {
             "name": t["name"], "topic_id": _topic_id(t), "internal": t["is_internal"],
             "partition_count": len(parts),
@@ -146,8 +150,8 @@ def describe(args) -> int:
                 "leader_epoch": p["leader_epoch"], "replicas": p["replica_nodes"],
                 "isr": p["isr_nodes"], "offline_replicas": p["offline_replicas"],
                 "error": _error_name(p["error_code"]),
-                "log_start_offset": earliest[TopicPartition(t["name"], p["partition_index"])].offset,
-                "high_watermark": latest[TopicPartition(t["name"], p["partition_index"])].offset,
+                "log_start_offset": start[p["partition_index"]],
+                "high_watermark": end[p["partition_index"]],
             } for p in parts],
             "configs": {name: c["value"] for name, c in
                         sorted(topic_configs.get(t["name"], {}).items())},

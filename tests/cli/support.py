@@ -24,7 +24,8 @@ def kbroker(*args: str, input: str | bytes | None = None, env: dict | None = Non
 
 
 def ok(result) -> str:
-    assert result.returncode == 0, f"exit {result.returncode}\nstdout:\n{result.out}\nstderr:\n{result.err}"
+    assert result.returncode == 0, \
+        f"exit {result.returncode}\nstdout:\n{result.out}\nstderr:\n{result.err}"
     assert "Traceback" not in result.err
     return result.out
 

@@ -55,7 +55,8 @@ def test_the_broker_start_path_loads_no_client_library():
             "from broker.cli import build_parser, resolve_config, CLIENT_COMMANDS\n"
             "from broker.broker import Broker\n"
             "resolve_config(build_parser().parse_args(['--port', '1']))\n"
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'kafka', 'confluent_kafka'}))\n")
+            "print(sorted({m.split('.')[0] for m in sys.modules}\n"
+            "             & {'kafka', 'confluent_kafka'}))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), check=True).stdout
     assert out.strip() == "[]"
@@ -65,7 +66,8 @@ def test_client_help_loads_no_client_library():
     result = kbroker("topic", "create", "--help")
     assert result.returncode == 0 and "--partitions" in result.out
     code = ("import sys\nfrom broker.cli.commands import build_parser\nbuild_parser()\n"
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'kafka', 'confluent_kafka'}))\n")
+            "print(sorted({m.split('.')[0] for m in sys.modules}\n"
+            "             & {'kafka', 'confluent_kafka'}))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), check=True).stdout
     assert out.strip() == "[]"
