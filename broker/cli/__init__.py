@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="log.level")
     p.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
                    help="any setting by Kafka's name; repeatable")
-    p.add_argument("command", nargs="?", choices=["start", "healthcheck", "certs"],
+    p.add_argument("command", nargs="?",
+                   choices=["start", "healthcheck", "certs", *CLIENT_COMMANDS],
                    default="start",
                    help="start (default), healthcheck, or certs (kbroker certs --help); client "
                         f"commands: {', '.join(CLIENT_COMMANDS)} (kbroker topic --help)")
@@ -143,7 +144,13 @@ def main(argv=None) -> int:
     if argv[:1] == ["certs"]:
         from ..security.certs import main as certs_main
         return certs_main(argv[1:])
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    placed, _ = parser.parse_known_args(argv)
+    if placed.command in CLIENT_COMMANDS:  # broker options before a client command
+        print(f"kbroker: a client command comes first, its options after it: "
+              f"kbroker {placed.command} ... -b HOST:PORT", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     try:
         config = resolve_config(args)
     except ConfigError as exc:

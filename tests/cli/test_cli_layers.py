@@ -77,3 +77,13 @@ def test_plain_kbroker_help_names_the_client_commands():
     result = kbroker("--help")
     assert result.returncode == 0 and "--listeners" in result.out
     assert "topic, produce, consume, group" in " ".join(result.out.split())
+
+
+def test_a_misspelt_or_misplaced_command_is_named():
+    result = kbroker("topics")
+    assert result.returncode == 2 and "invalid choice: 'topics'" in result.err
+    assert "'topic'" in result.err and "Traceback" not in result.err
+    result = kbroker("--port", "1", "topic", "list")
+    assert result.returncode == 2
+    assert result.err.strip() == ("kbroker: a client command comes first, its options after "
+                                  "it: kbroker topic ... -b HOST:PORT")
