@@ -263,7 +263,7 @@ def test_group_describe_lag_reset_and_delete(broker):
     one_line_error(kbroker("group", "delete", group, "-b", b), "GROUP_ID_NOT_FOUND")
 
 
-def test_active_groups_members_and_no_reset_while_active(broker):
+def test_active_groups_members_and_no_reset_while_active(broker, tmp_path):
     """A classic member (kafka-python) and a KIP-848 consumer group member (confluent-kafka,
     group.protocol=consumer): describe shows each member and its assignment; reset-offsets
     refuses an active group as kafka-consumer-groups.sh does."""
@@ -295,6 +295,16 @@ def test_active_groups_members_and_no_reset_while_active(broker):
     finally:
         old.close()
         new.close()
+    # without confluent-kafka a KIP-848 group cannot be described: one line says what to install
+    blocker = tmp_path / "blocked" / "confluent_kafka"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('not installed')\n")
+    from tests.support import ROOT
+    one_line_error(kbroker("group", "describe", modern, "-b", b,
+                           env={"PYTHONPATH": f"{blocker.parent}:{ROOT}"}),
+                   "KIP-848 consumer group", "pip install confluent-kafka")
+    assert ok(kbroker("group", "describe", classic, "-b", b,
+                      env={"PYTHONPATH": f"{blocker.parent}:{ROOT}"}))
 
 
 def test_usage_errors_are_short(broker):

@@ -32,6 +32,14 @@ def scenario(b: str, topic: str, group: str) -> dict:
     seen = {}
     seen["create"] = ok(kbroker("topic", "create", topic, "-p", "3", "-c",
                                 "retention.ms=60000", "-b", b))
+    seen["alter"] = ok(kbroker("topic", "alter-config", topic, "--set", "cleanup.policy=compact",
+                               "--set", "retention.ms=120000", "-b", b))
+    seen["alter_bad"] = one_line_error(kbroker("topic", "alter-config", topic, "--set",
+                                               "retention.ms=soon", "-b", b))
+    seen["listed"] = [t for t in json_lines(kbroker("topic", "list", "-b", b, "--format",
+                                                    "json")) if t["name"] == topic]
+    for t in seen["listed"]:
+        assert t.pop("topic_id")
     (desc,) = json_lines(kbroker("topic", "describe", topic, "-b", b, "--format", "json"))
     assert desc.pop("topic_id")
     seen["describe"] = desc
@@ -72,7 +80,9 @@ def test_same_output_on_kafka_and_kbroker(kafka, kbroker_process):
     on_kafka = scenario(kafka.bootstrap, topic, group)
     on_kbroker = scenario(kbroker_process.bootstrap, topic, group)
     # what the scenario shows, checked once on Kafka's side
-    assert on_kafka["describe"]["configs"] == {"retention.ms": "60000"}
+    assert on_kafka["describe"]["configs"] == {"cleanup.policy": "compact",
+                                               "retention.ms": "120000"}
+    assert "INVALID_CONFIG" in on_kafka["alter_bad"]
     assert on_kafka["describe"]["partition_count"] == 3
     assert [r["value"] for r in on_kafka["consume"] if r["key"] == "a"] == ["one", "four"]
     assert on_kafka["group_consume"] == ["four", "one", "three", "two"]
