@@ -64,6 +64,15 @@ def scenario(b: str, topic: str, group: str) -> dict:
                                        "--shift-by", "-1", "--execute", "-b", b,
                                        "--format", "json"))
     seen["lag"] = json_lines(kbroker("group", "lag", group, "-b", b, "--format", "json"))
+    seen["group_delete"] = ok(kbroker("group", "delete", group, "-b", b))
+    seen["deleted_group"] = one_line_error(kbroker("group", "describe", group, "-b", b))
+    seen["add_partitions"] = ok(kbroker("topic", "add-partitions", topic, "-p", "4", "-b", b))
+    # the error's name only: Kafka 4.3.1 says "The topic T currently has 4 partition(s); 2
+    # would not be an increase.", broker/apis/create_partitions.py words it otherwise
+    seen["fewer_partitions"] = one_line_error(kbroker("topic", "add-partitions", topic, "-p",
+                                                      "2", "-b", b)).split(" (")[0]
+    (grown,) = json_lines(kbroker("topic", "describe", topic, "-b", b, "--format", "json"))
+    seen["grown"] = [(p["partition"], p["high_watermark"]) for p in grown["partitions"]]
     seen["unknown_topic"] = one_line_error(kbroker("topic", "describe", "no-such-topic",
                                                    "-b", b))
     seen["unknown_topic_consume"] = one_line_error(kbroker("consume", "no-such-topic",
@@ -94,6 +103,9 @@ def test_same_output_on_kafka_and_kbroker(kafka, kbroker_process):
     assert all(r["lag"] == 1 for r in on_kafka["lag"])
     assert "UNKNOWN_TOPIC_OR_PARTITION" in on_kafka["unknown_topic"]
     assert "GROUP_ID_NOT_FOUND" in on_kafka["unknown_group"]
+    assert "GROUP_ID_NOT_FOUND" in on_kafka["deleted_group"]
+    assert "INVALID_PARTITIONS" in on_kafka["fewer_partitions"]
+    assert [p for p, _ in on_kafka["grown"]] == [0, 1, 2, 3] and on_kafka["grown"][3][1] == 0
     for key in on_kafka:
         assert on_kbroker[key] == on_kafka[key], key
 
