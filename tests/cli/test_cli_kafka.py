@@ -157,3 +157,41 @@ def test_active_classic_and_consumer_groups_on_kafka_and_kbroker(kafka, kbroker_
         assert "is inactive, but the current state is Stable" in on_kafka[gid + " reset"]
     for key in on_kafka:
         assert on_kbroker[key] == on_kafka[key], key
+
+
+def transactions(b: str, topic: str, tid: str) -> dict:
+    """consume under both isolation levels around aborted, committed and open transactions, and
+    txn list/describe of the open one."""
+    from kafka import KafkaProducer
+    ok(kbroker("topic", "create", topic, "-p", "1", "-b", b))
+    producer = KafkaProducer(bootstrap_servers=b, transactional_id=tid)
+    seen = {}
+    try:
+        producer.init_transactions()
+        for value, end in ((b"aborted", producer.abort_transaction),
+                           (b"committed", producer.commit_transaction)):
+            producer.begin_transaction()
+            producer.send(topic, value).get(timeout=10)
+            end()
+        producer.begin_transaction()
+        producer.send(topic, b"open").get(timeout=10)
+        for level in ("read_committed", "read_uncommitted"):
+            seen[level] = json_lines(kbroker("consume", topic, "-b", b, "--isolation-level",
+                                             level, "--format", "json"))
+            for record in seen[level]:
+                record.pop("timestamp")
+        (desc,) = json_lines(kbroker("txn", "describe", tid, "-b", b, "--format", "json"))
+        seen["txn"] = (desc["state"], desc["partitions"], desc["transaction_timeout_ms"])
+    finally:
+        producer.close(timeout=2)
+    return seen
+
+
+def test_isolation_levels_on_kafka_and_kbroker(kafka, kbroker_process):
+    topic, tid = unique("iso"), unique("tid")
+    on_kafka = transactions(kafka.bootstrap, topic, tid)
+    on_kbroker = transactions(kbroker_process.bootstrap, topic, tid)
+    assert [r["value"] for r in on_kafka["read_committed"]] == ["committed"]
+    assert [r["value"] for r in on_kafka["read_uncommitted"]] == ["aborted", "committed", "open"]
+    assert on_kafka["txn"] == ("Ongoing", [{"topic": topic, "partition": 0}], 60000)
+    assert on_kbroker == on_kafka
