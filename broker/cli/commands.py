@@ -277,6 +277,8 @@ def main(argv: list[str]) -> int:
             import traceback
             traceback.print_exc()
         from .connection import MADE
+        if MADE:  # the servers actually used (perhaps bootstrap.servers of the file)
+            bootstrap = MADE[-1].bootstrap
         try:
             message = describe(exc, bootstrap, MADE[-1].protocol if MADE else None)
         except Exception:  # never a traceback, even from describing the failure

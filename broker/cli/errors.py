@@ -77,6 +77,17 @@ def quiet_client_logs(verbose: bool) -> None:
     logger.propagate = verbose
     if verbose:
         logging.basicConfig(level=logging.DEBUG, format="%(name)s %(levelname)s %(message)s")
+        return
+    import threading
+
+    def keep(hook_args) -> None:
+        """An exception ending one of the client's threads: kept like its log records (the
+        command reports what it caused on one line), printed only with --verbose."""
+        CLIENT_LOG.emit(logging.LogRecord("kafka.thread", logging.ERROR, __file__, 0,
+                                          "thread %s died: %s",
+                                          (getattr(hook_args.thread, "name", "?"),
+                                           hook_args.exc_value), None))
+    threading.excepthook = keep
 
 
 def _short(exc: BaseException) -> str:
