@@ -46,7 +46,9 @@ APIS = {
     "RenewDelegationToken": None, "ExpireDelegationToken": None,
     "DescribeDelegationToken": None, "DescribeClientQuotas": None, "AlterClientQuotas": None,
     "UpdateFeatures": None, "UnregisterBroker": None, "AddRaftVoter": None,
-    "RemoveRaftVoter": None,
+    "RemoveRaftVoter": None, "ShareGroupHeartbeat": None, "ShareGroupDescribe": None,
+    "ShareFetch": None, "ShareAcknowledge": None, "DescribeShareGroupOffsets": None,
+    "AlterShareGroupOffsets": None, "DeleteShareGroupOffsets": None,
 }
 CLIENT_DATA = ["RequestHeader", "ResponseHeader", "ConsumerProtocolSubscription",
                "ConsumerProtocolAssignment", "EndTxnMarker"]
@@ -55,6 +57,10 @@ COORDINATOR_RECORDS = ["OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey
     f"ConsumerGroup{name}{part}" for name in (
         "Metadata", "MemberMetadata", "TargetAssignmentMetadata", "TargetAssignmentMember",
         "CurrentMemberAssignment", "RegularExpression", "PartitionMetadata")
+    for part in ("Key", "Value")] + [
+    f"ShareGroup{name}{part}" for name in (
+        "Metadata", "MemberMetadata", "TargetAssignmentMetadata", "TargetAssignmentMember",
+        "CurrentMemberAssignment", "StatePartitionMetadata")
     for part in ("Key", "Value")]
 TRANSACTION_RECORDS = ["TransactionLogKey", "TransactionLogValue"]
 KEEP_KEYS = {"name", "type", "versions", "nullableVersions", "taggedVersions", "tag", "default",
