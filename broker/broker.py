@@ -19,6 +19,7 @@ from .metrics import Metrics
 from .security.authorization import Authorization
 from .server import Server
 from .faults import Faults
+from .coordinator.share.leader import ShareLeader
 from .cluster import Cluster
 from .timer import AsyncioTimerDriver
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager
@@ -68,6 +69,10 @@ class Broker:
         if self.authorizer is not None:
             self.coordinator.topic_filter = self.authorizer.describable_topics
         self.coordinator.stats.on_group_stable = self.metrics.group_stable
+        #: the share partitions this broker leads and their share sessions (KIP-932)
+        self.shares = ShareLeader(config, self.clock, self.timer)
+        self.shares.on_available = self._share_records_available
+        self.coordinator.set_share_listener(self.shares)
         self.transactions = build_transaction_coordinator(self)
         #: the HTTP port: /metrics, /health, /ready, the console, /faults and /nodes
         self.http = HttpServer(self)
@@ -192,6 +197,12 @@ class Broker:
             leading[p.leader] = leading.get(p.leader, 0) + 1
         return [{"node": n, "state": "down" if n in self.cluster.down else "up",
                  "leaders": leading.get(n, 0)} for n in self.cluster.node_ids]
+
+    def _share_records_available(self, topic_id, partition: int) -> None:
+        """Records of a share partition may be acquired again: parked ShareFetches retry."""
+        name = self.topics.name_of(topic_id)
+        if name is not None:
+            self.fetches.partition_appended(name, partition)
 
     def on_topic_created(self, topic, reason: str) -> None:
         log.info("topic created", topic=topic.name, partitions=len(topic.partitions),

@@ -187,6 +187,12 @@ class GroupCoordinator(CoordinatorRuntime):
             shard.consumer.flush_joins(key)
         return shard
 
+    def set_share_listener(self, listener) -> None:
+        """Who hears of share-group members leaving and share groups deleted (the broker's
+        share partitions, share/leader.py)."""
+        for shard in self.shards:
+            shard.share.listener = listener
+
     def _persist(self, partition: int, records: list, on_done, **kwargs) -> None:
         self.persist(partition, records, on_done, **kwargs)
 

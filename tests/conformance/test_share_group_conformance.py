@@ -203,3 +203,195 @@ def test_leave_then_delete(target, connect, group, topic):
     (d,) = describe(admin, group)
     assert (d.error_code, d.error_message) == (E.GROUP_ID_NOT_FOUND,
                                                f"Group {group} not found.")
+
+
+# --------------------------------------------------------------------------- ShareFetch
+
+def produce(client: RawClient, topic: str, n: int, start: int = 0) -> None:
+    from protocol.messages import ProduceRequest as P
+    from protocol.records import SimpleRecord, build_batch
+    batch = build_batch([SimpleRecord(key=None, value=f"r{start + i}".encode(),
+                                      timestamp=1_700_000_000_000 + i) for i in range(n)])
+    deadline = time.monotonic() + 30
+    while True:
+        response = client.call(P(acks=-1, timeout_ms=30000, topic_data=[P.TopicProduceData(
+            name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])]), 9)
+        error = response.responses[0].partition_responses[0].error_code
+        if error != E.NOT_LEADER_OR_FOLLOWER or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert error == E.NONE, response
+
+
+@pytest.fixture
+def one_partition(target) -> tuple[str, uuid.UUID]:
+    """A new 1-partition topic (each scenario its own: share-partition state is per topic)."""
+    client = RawClient(target.port, client_id="conformance-admin")
+    try:
+        name = topics.create_topic(client, unique("sf-topic"), 1)
+        meta = client.call(MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=name)],
+            allow_auto_topic_creation=False), 12)
+        return name, meta.topics[0].topic_id
+    finally:
+        client.close()
+
+
+class ShareConsumer(ShareMember):
+    """A member that also fetches and acknowledges, with its share session."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.session_epoch = 0
+
+    def fetch(self, acks=None, epoch=None, max_wait_ms=200, max_records=500, version=1,
+              partitions=(0,), **fields):
+        from protocol.messages import ShareFetchRequest as F
+        epoch = self.session_epoch if epoch is None else epoch
+        acks = acks or {}
+        request = F(group_id=self.group, member_id=self.member_id, share_session_epoch=epoch,
+                    max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
+                    max_records=max_records, batch_size=max_records,
+                    topics=[F.FetchTopic(topic_id=self.topic_id, partitions=[
+                        F.FetchPartition(partition_index=p, acknowledgement_batches=[
+                            F.AcknowledgementBatch(first_offset=a, last_offset=b,
+                                                   acknowledge_types=list(t))
+                            for a, b, t in acks.get(p, ())]) for p in partitions])],
+                    forgotten_topics_data=[])
+        for name, value in fields.items():
+            setattr(request, name, value)
+        response = self.client.call(request, version)
+        if response.error_code == E.NONE:
+            self.session_epoch = -1 if epoch == -1 else (epoch + 1)
+        return response
+
+    def acknowledge(self, acks, epoch=None, version=1):
+        from protocol.messages import ShareAcknowledgeRequest as A
+        epoch = self.session_epoch if epoch is None else epoch
+        request = A(group_id=self.group, member_id=self.member_id, share_session_epoch=epoch,
+                    topics=[A.AcknowledgeTopic(topic_id=self.topic_id, partitions=[
+                        A.AcknowledgePartition(partition_index=p, acknowledgement_batches=[
+                            A.AcknowledgementBatch(first_offset=a, last_offset=b,
+                                                   acknowledge_types=list(t))
+                            for a, b, t in batches]) for p, batches in acks.items()])])
+        response = self.client.call(request, version)
+        if response.error_code == E.NONE and epoch != -1:
+            self.session_epoch = epoch + 1
+        return response
+
+    def fetch_until(self, count: int, timeout: float = 15.0, **kw) -> list:
+        """ShareFetch until ``count`` records were acquired -> [(first, last, delivery count)]."""
+        got = []
+        deadline = time.monotonic() + timeout
+        while sum(b - a + 1 for a, b, _c in got) < count:
+            assert time.monotonic() < deadline, f"acquired only {got}"
+            response = self.fetch(max_wait_ms=500, **kw)
+            assert response.error_code == E.NONE, response
+            got += acquired(response)
+        return got
+
+
+def acquired(response) -> list:
+    return [(r.first_offset, r.last_offset, r.delivery_count)
+            for t in response.responses for p in t.partitions for r in p.acquired_records]
+
+
+def ack_errors(response) -> list:
+    return [(p.partition_index, p.acknowledge_error_code) for t in response.responses
+            for p in t.partitions if p.acknowledge_error_code or p.acknowledge_error_message]
+
+
+def started(connect, group, topic) -> ShareConsumer:
+    """A member assigned the topic's partition, its share session open, the share partition
+    initialized at the end of the (empty) log."""
+    consumer = ShareConsumer(connect(), group, topic)
+    consumer.heartbeat()
+    consumer.until_assigned(lambda: consumer.assigned == {0})
+    first = consumer.fetch(max_wait_ms=100)
+    assert first.error_code == E.NONE and acquired(first) == []
+    return consumer
+
+
+def test_share_fetch_acquires_and_each_acknowledgement_type(target, connect, group,
+                                                            one_partition):
+    consumer = started(connect, group, one_partition)
+    produce(connect(), one_partition[0], 10)
+    assert consumer.fetch_until(10) == [(0, 9, 1)]
+    # accept 0-2, release 3-4, reject 5, per-offset 6-9: accept, release, reject, gap
+    response = consumer.acknowledge({0: [(0, 2, [1]), (3, 4, [2]), (5, 5, [3]),
+                                         (6, 9, [1, 2, 3, 0])]})
+    assert response.error_code == E.NONE
+    assert [(p.partition_index, p.error_code) for t in response.responses
+            for p in t.partitions] == [(0, E.NONE)]
+    # the released records come back, with delivery count 2, and nothing else does
+    assert consumer.fetch_until(3) == [(3, 4, 2), (7, 7, 2)]
+    # acknowledging them twice: the second time they are not acquired any more
+    response = consumer.fetch(acks={0: [(3, 4, [1]), (7, 7, [1])]}, max_wait_ms=100)
+    assert ack_errors(response) == [] and acquired(response) == []
+    # every record is finished: the start offset is past them, and an acknowledgement below
+    # it is ignored (no error), as Kafka skips offsets below its share-partition start offset
+    response = consumer.acknowledge({0: [(3, 3, [1])]})
+    assert [(p.error_code) for t in response.responses for p in t.partitions] == [E.NONE]
+    # a record past the end was never acquired: with nothing in flight it is not found
+    produce(connect(), one_partition[0], 1)
+    response = consumer.acknowledge({0: [(10, 10, [1])]})
+    assert [(p.error_code) for t in response.responses for p in t.partitions] == \
+        [E.INVALID_RECORD_STATE]
+    # with records in flight, past the last of them is an invalid request
+    assert consumer.fetch_until(1) == [(10, 10, 1)]
+    response = consumer.acknowledge({0: [(10, 11, [1])]})
+    assert [(p.error_code) for t in response.responses for p in t.partitions] == \
+        [E.INVALID_REQUEST]
+
+
+def test_share_sessions(target, connect, group, one_partition):
+    consumer = started(connect, group, one_partition)
+    # a wrong epoch, an unknown session, acknowledgements in an opening fetch, ack at epoch 0
+    assert consumer.fetch(epoch=7).error_code == E.INVALID_SHARE_SESSION_EPOCH
+    assert consumer.acknowledge({0: [(0, 0, [1])]}, epoch=7).error_code == \
+        E.INVALID_SHARE_SESSION_EPOCH
+    assert consumer.acknowledge({0: [(0, 0, [1])]}, epoch=0).error_code == \
+        E.INVALID_SHARE_SESSION_EPOCH
+    stranger = ShareConsumer(connect(), group, one_partition)
+    assert stranger.fetch(epoch=1).error_code == E.SHARE_SESSION_NOT_FOUND
+    assert stranger.fetch(epoch=-1).error_code == E.SHARE_SESSION_NOT_FOUND
+    assert stranger.acknowledge({0: [(0, 0, [1])]}, epoch=1).error_code == \
+        E.SHARE_SESSION_NOT_FOUND
+    assert stranger.fetch(epoch=0, acks={0: [(0, 0, [1])]}).error_code == E.INVALID_REQUEST
+    # the session still expects the epoch it expected
+    assert consumer.fetch(max_wait_ms=0).error_code == E.NONE
+
+
+def test_a_closed_session_releases_to_another_member(target, connect, group, one_partition):
+    a = started(connect, group, one_partition)
+    b = ShareConsumer(connect(), group, one_partition)
+    b.heartbeat()
+    b.until_assigned(lambda: b.assigned == {0})
+    produce(connect(), one_partition[0], 5)
+    assert a.fetch_until(5) == [(0, 4, 1)]
+    opened = b.fetch(max_wait_ms=300)           # b opens its session: everything is locked
+    assert opened.error_code == E.NONE and acquired(opened) == []
+    # b cannot acknowledge what a holds
+    response = b.acknowledge({0: [(0, 1, [1])]})
+    assert [p.error_code for t in response.responses for p in t.partitions] == \
+        [E.INVALID_RECORD_STATE]
+    # a accepts 0 and closes its session: 1-4 are released to b, as second deliveries
+    closed = a.fetch(epoch=-1, acks={0: [(0, 0, [1])]})
+    assert closed.error_code == E.NONE and acquired(closed) == []
+    assert b.fetch_until(4) == [(1, 4, 2)]
+    assert a.fetch(epoch=1).error_code == E.SHARE_SESSION_NOT_FOUND
+
+
+def test_malformed_acknowledgements(target, connect, group, one_partition):
+    consumer = started(connect, group, one_partition)
+    produce(connect(), one_partition[0], 4)
+    consumer.fetch_until(4)
+    for batches in ([(2, 1, [1])], [(0, 3, [1, 1])], [(0, 1, [9])], [(0, 0, [])],
+                    [(0, 3, [4])]):
+        response = consumer.acknowledge({0: batches})
+        assert response.error_code == E.NONE
+        assert [p.error_code for t in response.responses for p in t.partitions] == \
+            [E.INVALID_REQUEST], batches
+    # still acquired: a valid acknowledgement works
+    response = consumer.acknowledge({0: [(0, 3, [1])]})
+    assert [p.error_code for t in response.responses for p in t.partitions] == [E.NONE]

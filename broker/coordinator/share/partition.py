@@ -110,6 +110,11 @@ class SharePartition:
                     return offset
         return self.next_offset
 
+    @property
+    def available(self) -> int:
+        """In-flight records waiting to be delivered again."""
+        return self._available
+
     def can_acquire(self) -> bool:
         return self._available > 0 or self.next_offset - self.start_offset < self.max_in_flight
 
@@ -206,6 +211,10 @@ class SharePartition:
                                        "or are out of order.")
             previous_end = last
             if last >= self.next_offset:
+                if not records:
+                    raise AcknowledgeError(E.INVALID_RECORD_STATE, "Batch record not found. "
+                                           "The request batch offsets are not found in the "
+                                           "cache.")
                 raise AcknowledgeError(E.INVALID_REQUEST, "Batch record not found. The last "
                                        "offset in request is past acquired records.")
             for offset in range(max(first, self.start_offset), last + 1):

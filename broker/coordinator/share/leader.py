@@ -1,0 +1,166 @@
+"""The share partitions this broker leads and the share sessions of their consumers (Kafka's
+SharePartitionManager), sans-I/O: the ShareFetch and ShareAcknowledge handlers
+(broker/apis/share_fetch.py, share_acknowledge.py) read the logs and call in here.
+
+Each share partition (group, topic id, partition) is created at the first ShareFetch that names
+it and starts where the group's ``share.auto.offset.reset`` says (latest by default). Its
+acquisition locks are one keyed timer entry per share partition (coordinator_timer.py), due at
+its earliest lock; records a lock expiry or a release makes available again wake the parked
+ShareFetches of that partition (``on_available``). The group coordinator tells this object
+when a member leaves or a group is deleted (ShareGroupListener).
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Callable
+
+import structlog
+
+from ..coordinator_timer import CoordinatorTimer
+from .manager import ShareGroupListener
+from .partition import SharePartition
+from .sessions import ShareSessionCache
+
+log = structlog.get_logger("broker.share")
+
+#: the group configs (GROUP resource) a share partition reads, and the broker settings that
+#: give their defaults
+GROUP_SETTINGS = {
+    "share.record.lock.duration.ms": "group.share.record.lock.duration.ms",
+    "share.delivery.count.limit": "group.share.delivery.count.limit",
+    "share.partition.max.record.locks": "group.share.partition.max.record.locks",
+}
+
+
+class ShareLeader(ShareGroupListener):
+    def __init__(self, config, clock: Callable[[], int], timer) -> None:
+        self.config = config
+        self.clock = clock
+        self.timer = CoordinatorTimer(timer)
+        self.sessions = ShareSessionCache(int(config["group.share.max.share.sessions"]))
+        #: group id -> {(topic id, partition): SharePartition}
+        self.groups: dict[str, dict[tuple, SharePartition]] = {}
+        #: ``group_config(group_id) -> mapping`` of the group's own configs; None: defaults
+        self.group_config: Callable[[str], dict] | None = None
+        #: ``on_available(topic_id, partition)``: records became acquirable again
+        self.on_available: Callable[[uuid.UUID, int], None] | None = None
+
+    # ------------------------------------------------------------------ settings
+    def setting(self, group_id: str, name: str):
+        """A group config's value: the group's own, else the broker's default."""
+        configs = self.group_config(group_id) if self.group_config is not None else None
+        if configs and configs.get(name) is not None:
+            return configs[name]
+        broker_name = GROUP_SETTINGS.get(name)
+        if broker_name is not None:
+            return self.config[broker_name]
+        return {"share.auto.offset.reset": "latest",
+                "share.isolation.level": "read_uncommitted"}.get(name)
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        return int(self.setting(group_id, "share.record.lock.duration.ms"))
+
+    def read_committed(self, group_id: str) -> bool:
+        return str(self.setting(group_id, "share.isolation.level")).lower() == "read_committed"
+
+    # ------------------------------------------------------------------ share partitions
+    def get(self, group_id: str, key: tuple) -> SharePartition | None:
+        return self.groups.get(group_id, {}).get(key)
+
+    def partition(self, group_id: str, key: tuple, log_start: int, log_end: int
+                  ) -> SharePartition:
+        """The share partition, created and initialized by share.auto.offset.reset when new;
+        its limits follow the group's configs as they are now."""
+        sp = self.groups.get(group_id, {}).get(key)
+        if sp is None:
+            sp = SharePartition()
+            reset = str(self.setting(group_id, "share.auto.offset.reset")).lower()
+            sp.initialize(log_start if reset == "earliest" else log_end)
+            self.groups.setdefault(group_id, {})[key] = sp
+            log.debug("share partition initialized", group=group_id, topic_id=str(key[0]),
+                      partition=key[1], start_offset=sp.start_offset, reset=reset)
+        sp.lock_duration_ms = self.lock_duration_ms(group_id)
+        sp.delivery_count_limit = int(self.setting(group_id, "share.delivery.count.limit"))
+        sp.max_in_flight = int(self.setting(group_id, "share.partition.max.record.locks"))
+        return sp
+
+    def locks_changed(self, group_id: str, key: tuple) -> None:
+        """After an acquisition, acknowledgement or release: the partition's timer entry is
+        due at its earliest lock again."""
+        sp = self.get(group_id, key)
+        deadline = None if sp is None else sp.next_deadline()
+        timer_key = ("locks", group_id, key)
+        if deadline is None:
+            self.timer.cancel(timer_key)
+            return
+        self.timer.schedule(timer_key, max(0, deadline - self.clock()),
+                            lambda: self._expire(group_id, key))
+
+    def changed(self, group_id: str, key: tuple) -> None:
+        """After acknowledgements: the lock timer follows, and records released for
+        redelivery wake the parked ShareFetches of the partition."""
+        self.locks_changed(group_id, key)
+        sp = self.get(group_id, key)
+        if sp is not None and sp.available:
+            self._available(key)
+
+    def _expire(self, group_id: str, key: tuple) -> None:
+        sp = self.get(group_id, key)
+        if sp is None:
+            return
+        released = sp.expire_locks(self.clock())
+        if released:
+            log.debug("acquisition locks expired", group=group_id, topic_id=str(key[0]),
+                      partition=key[1], released=released)
+            self._available(key)
+        self.locks_changed(group_id, key)
+
+    def _available(self, key: tuple) -> None:
+        if self.on_available is not None:
+            self.on_available(*key)
+
+    def expire_all_locks(self, group_id: str) -> int:
+        """Expire every acquisition lock of the group now (a fault a test may inject)."""
+        released = 0
+        for key, sp in list(self.groups.get(group_id, {}).items()):
+            n = sp.expire_locks(2**62)
+            released += n
+            if n:
+                self._available(key)
+            self.locks_changed(group_id, key)
+        return released
+
+    def release_member(self, group_id: str, member_id: str, keys=None) -> int:
+        """Give back what ``member_id`` holds (in ``keys``, else in every partition)."""
+        released = 0
+        partitions = self.groups.get(group_id, {})
+        for key in list(keys if keys is not None else partitions):
+            sp = partitions.get(key)
+            if sp is None:
+                continue
+            n = sp.release_member(member_id)
+            if n:
+                released += n
+                self._available(key)
+                self.locks_changed(group_id, key)
+        return released
+
+    def close_session(self, group_id: str, member_id: str) -> None:
+        """ShareFetch or ShareAcknowledge at epoch -1 was answered: the session goes, and what
+        the member still holds in its partitions is released (Kafka's releaseSession)."""
+        session = self.sessions.remove(group_id, member_id)
+        if session is not None:
+            self.release_member(group_id, member_id, list(session.partitions))
+
+    # ------------------------------------------------------------------ ShareGroupListener
+    def on_member_left(self, group_id: str, member_id: str) -> None:
+        self.sessions.remove(group_id, member_id)
+        self.release_member(group_id, member_id)
+
+    def on_group_deleted(self, group_id: str) -> None:
+        self.sessions.remove_group(group_id)
+        for key in self.groups.pop(group_id, {}):
+            self.timer.cancel(("locks", group_id, key))
+
+    def partitions_of(self, group_id: str) -> dict[tuple, SharePartition]:
+        return dict(self.groups.get(group_id, {}))
