@@ -19,6 +19,7 @@ from .metrics import Metrics
 from .security.authorization import Authorization
 from .server import Server
 from .faults import Faults
+from .coordinator.group_configs import GroupConfigs
 from .coordinator.share.leader import ShareLeader
 from .cluster import Cluster
 from .timer import AsyncioTimerDriver
@@ -70,9 +71,11 @@ class Broker:
             self.coordinator.topic_filter = self.authorizer.describable_topics
         self.coordinator.stats.on_group_stable = self.metrics.group_stable
         #: the share partitions this broker leads and their share sessions (KIP-932)
+        self.group_configs = GroupConfigs(config, config["log.dirs"])
         self.shares = ShareLeader(config, self.clock, self.timer)
         self.shares.on_available = self._share_records_available
-        self.coordinator.set_share_listener(self.shares)
+        self.shares.group_config = self.group_configs.get
+        self.coordinator.set_share_listener(self.shares, self.group_configs.get)
         self.transactions = build_transaction_coordinator(self)
         #: the HTTP port: /metrics, /health, /ready, the console, /faults and /nodes
         self.http = HttpServer(self)

@@ -187,11 +187,13 @@ class GroupCoordinator(CoordinatorRuntime):
             shard.consumer.flush_joins(key)
         return shard
 
-    def set_share_listener(self, listener) -> None:
+    def set_share_listener(self, listener, group_config=None) -> None:
         """Who hears of share-group members leaving and share groups deleted (the broker's
-        share partitions, share/leader.py)."""
+        share partitions, share/leader.py), and where a group's own configs are read
+        (``group_config(group_id) -> mapping``, group_configs.py)."""
         for shard in self.shards:
             shard.share.listener = listener
+            shard.share.group_config = group_config
 
     def _persist(self, partition: int, records: list, on_done, **kwargs) -> None:
         self.persist(partition, records, on_done, **kwargs)

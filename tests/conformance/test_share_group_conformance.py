@@ -395,3 +395,143 @@ def test_malformed_acknowledgements(target, connect, group, one_partition):
     # still acquired: a valid acknowledgement works
     response = consumer.acknowledge({0: [(0, 3, [1])]})
     assert [p.error_code for t in response.responses for p in t.partitions] == [E.NONE]
+
+
+# --------------------------------------------------------------------------- group configs
+
+def describe_group_configs(client, group: str, keys=None) -> dict:
+    from protocol.messages import DescribeConfigsRequest as D
+    response = client.call(D(resources=[D.DescribeConfigsResource(
+        resource_type=32, resource_name=group, configuration_keys=keys)],
+        include_synonyms=True, include_documentation=False), 4)
+    (result,) = response.results
+    assert (result.error_code, result.error_message) == (E.NONE, "")
+    return {e.name: (e.value, e.config_source, e.config_type, e.read_only,
+                     [(s.name, s.value, s.source) for s in e.synonyms]) for e in result.configs}
+
+
+def alter_group_configs(client, group: str, *changes, validate_only=False) -> tuple:
+    """IncrementalAlterConfigs on a GROUP resource: changes are (name, value, operation)."""
+    from protocol.messages import IncrementalAlterConfigsRequest as I
+    response = client.call(I(resources=[I.AlterConfigsResource(
+        resource_type=32, resource_name=group, configs=[
+            I.AlterableConfig(name=n, config_operation=op, value=v) for n, v, op in changes])],
+        validate_only=validate_only), 1)
+    (r,) = response.responses
+    return r.error_code, r.error_message
+
+
+SHARE_CONFIG_DEFAULTS = {
+    "share.auto.offset.reset": ("latest", 5, 2, False,
+                                [("share.auto.offset.reset", "latest", 5)]),
+    "share.isolation.level": ("read_uncommitted", 5, 2, False,
+                              [("share.isolation.level", "read_uncommitted", 5)]),
+    "share.renew.acknowledge.enable": ("true", 5, 1, False,
+                                       [("share.renew.acknowledge.enable", "true", 5)]),
+    "share.record.lock.duration.ms": ("30000", 5, 3, False,
+                                      [("group.share.record.lock.duration.ms", "30000", 5)]),
+    "share.delivery.count.limit": ("5", 5, 3, False,
+                                   [("group.share.delivery.count.limit", "5", 5)]),
+    "share.partition.max.record.locks": ("2000", 5, 3, False,
+                                         [("group.share.partition.max.record.locks", "2000", 5)]),
+    "share.session.timeout.ms": ("45000", 5, 3, False,
+                                 [("group.share.session.timeout.ms", "45000", 5)]),
+    "share.heartbeat.interval.ms": ("5000", 5, 3, False,
+                                    [("group.share.heartbeat.interval.ms", "5000", 5)]),
+    "share.assignment.interval.ms": ("1000", 5, 3, False,
+                                     [("group.share.assignment.interval.ms", "1000", 5)]),
+}
+GROUP_CONFIG_NAMES = set(SHARE_CONFIG_DEFAULTS) | {
+    "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms",
+    "consumer.assignment.interval.ms", "streams.session.timeout.ms",
+    "streams.heartbeat.interval.ms", "streams.num.standby.replicas",
+    "streams.initial.rebalance.delay.ms", "streams.assignment.interval.ms"}
+
+
+def test_group_configs_describe_and_alter(target, connect, group):
+    client = connect()
+    described = describe_group_configs(client, group)   # any group id, existing or not
+    assert set(described) == GROUP_CONFIG_NAMES
+    assert {k: described[k] for k in SHARE_CONFIG_DEFAULTS} == SHARE_CONFIG_DEFAULTS
+    assert alter_group_configs(client, group, ("share.auto.offset.reset", "earliest", 0),
+                               ("share.record.lock.duration.ms", "15000", 0)) == (E.NONE, None)
+    described = describe_group_configs(client, group, ["share.auto.offset.reset",
+                                                       "share.record.lock.duration.ms"])
+    assert described == {
+        "share.auto.offset.reset": ("earliest", 8, 2, False, [
+            ("share.auto.offset.reset", "earliest", 8),
+            ("share.auto.offset.reset", "latest", 5)]),
+        "share.record.lock.duration.ms": ("15000", 8, 3, False, [
+            ("share.record.lock.duration.ms", "15000", 8),
+            ("group.share.record.lock.duration.ms", "30000", 5)])}
+    # DELETE goes back to the default; validate_only changes nothing
+    assert alter_group_configs(client, group, ("share.auto.offset.reset", None, 1)) == \
+        (E.NONE, None)
+    assert alter_group_configs(client, group, ("share.isolation.level", "read_committed", 0),
+                               validate_only=True) == (E.NONE, None)
+    described = describe_group_configs(client, group, ["share.auto.offset.reset",
+                                                       "share.isolation.level"])
+    assert described["share.auto.offset.reset"][:2] == ("latest", 5)
+    assert described["share.isolation.level"][:2] == ("read_uncommitted", 5)
+
+
+@pytest.mark.parametrize("change,error,message", [
+    (("share.auto.offset.reset", "bogus", 0), E.INVALID_CONFIG,
+     "Invalid value bogus for configuration share.auto.offset.reset: Invalid value `bogus` for "
+     "configuration share.auto.offset.reset. The value must be either 'earliest', 'latest' or "
+     "of the format 'by_duration:<PnDTnHnMn.nS>'."),
+    (("share.record.lock.duration.ms", "1000", 0), E.INVALID_CONFIG,
+     "share.record.lock.duration.ms must be greater than or equal to "
+     "group.share.min.record.lock.duration.ms"),
+    (("share.record.lock.duration.ms", "abc", 0), E.INVALID_CONFIG,
+     "Invalid value abc for configuration share.record.lock.duration.ms: Not a number of type "
+     "INT"),
+    (("share.delivery.count.limit", "11", 0), E.INVALID_CONFIG,
+     "share.delivery.count.limit must be less than or equal to "
+     "group.share.max.delivery.count.limit"),
+    (("share.partition.max.record.locks", "99", 0), E.INVALID_CONFIG,
+     "Invalid value 99 for configuration share.partition.max.record.locks: Value must be at "
+     "least 100"),
+    (("share.heartbeat.interval.ms", "4000", 0), E.INVALID_CONFIG,
+     "share.heartbeat.interval.ms must be greater than or equal to "
+     "group.share.min.heartbeat.interval.ms"),
+    (("share.isolation.level", "serializable", 0), E.INVALID_CONFIG,
+     "Invalid value serializable for configuration share.isolation.level: String must be one "
+     "of: read_committed, read_uncommitted"),
+    (("nope", "1", 0), E.INVALID_CONFIG, "Unknown group config name: nope"),
+    (("share.auto.offset.reset", "earliest", 2), E.INVALID_CONFIG,
+     "Can't APPEND to key share.auto.offset.reset because its type is not LIST."),
+])
+def test_group_config_errors(target, connect, group, change, error, message):
+    assert alter_group_configs(connect(), group, change) == (error, message)
+
+
+def test_group_config_for_no_group(target, connect):
+    assert alter_group_configs(connect(), "", ("share.isolation.level", "read_committed", 0)) \
+        == (E.INVALID_REQUEST, "Default group resources are not allowed.")
+
+
+def test_earliest_reset_delivers_records_produced_before(target, connect, group,
+                                                         one_partition):
+    produce(connect(), one_partition[0], 3)
+    assert alter_group_configs(connect(), group, ("share.auto.offset.reset", "earliest", 0)) \
+        == (E.NONE, None)
+    consumer = ShareConsumer(connect(), group, one_partition)
+    consumer.heartbeat()
+    consumer.until_assigned(lambda: consumer.assigned == {0})
+    assert consumer.fetch_until(3) == [(0, 2, 1)]
+
+
+def test_alter_configs_replaces_a_groups_whole_set(target, connect, group):
+    from protocol.messages import AlterConfigsRequest as A
+    client = connect()
+    assert alter_group_configs(client, group, ("share.auto.offset.reset", "earliest", 0)) == \
+        (E.NONE, None)
+    response = client.call(A(resources=[A.AlterConfigsResource(
+        resource_type=32, resource_name=group, configs=[A.AlterableConfig(
+            name="share.record.lock.duration.ms", value="20000")])], validate_only=False), 2)
+    assert [(r.error_code, r.error_message) for r in response.responses] == [(E.NONE, None)]
+    described = describe_group_configs(client, group, ["share.auto.offset.reset",
+                                                       "share.record.lock.duration.ms"])
+    assert described["share.auto.offset.reset"][:2] == ("latest", 5)
+    assert described["share.record.lock.duration.ms"][:2] == ("20000", 8)
