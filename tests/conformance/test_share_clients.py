@@ -1,6 +1,7 @@
-"""The Java client's KafkaShareConsumer (kafka-clients 4.3.1) in a share group, against Kafka
-4.3.1 and against kbroker (the ``target`` fixture): the same scenario on both, and the same
-outcome asserted of each record. The scenario is ShareScenarios.share-consume
+"""Real share consumers against Kafka 4.3.1 and against kbroker (the ``target`` fixture): the same
+scenario on both, and the same outcome asserted of each record.
+
+The Java client's KafkaShareConsumer (kafka-clients 4.3.1): The scenario is ShareScenarios.share-consume
 (tests/java/src/main/java/kbroker/ShareScenarios.java): two consumers share 300 records of a
 one-partition topic, releasing values ending in 3 once and rejecting those ending in 7; then one
 consumer acquires new records and stops polling, and the other gets them after the lock
@@ -13,8 +14,12 @@ import subprocess
 import time
 from collections import defaultdict
 
+from protocol.errors import ErrorCode as E
 from tests.integration.test_java_client import jar, java_command, tail  # noqa: F401 - fixture
-from tests.support import unique
+from tests.support import RawClient, unique
+
+from . import topics
+from .test_share_group_conformance import alter_group_configs, produce
 
 RECORDS = 300
 LOCK_MS = 15000
@@ -76,3 +81,62 @@ def test_two_share_consumers(target, jar):  # noqa: F811 - the jar fixture
     print(f"{target.name}: first record {first} ms after the consumers started; phase 1 "
           f"{next(e['ms'] for e in events if 'phase1' in e)} ms; held by a {len(held)}, "
           f"redelivered to b after {min(e['ms'] for e in redelivered.values()) - taken_at} ms")
+
+
+# --------------------------------------------------------------------------- confluent-kafka
+
+def test_confluent_share_consumers(target):
+    """confluent-kafka 2.16's ShareConsumer (librdkafka's preview): two consumers in explicit
+    mode share 60 records, releasing values ending in 3 once and rejecting those ending in 7."""
+    import confluent_kafka as ck
+    total = 60
+    admin = RawClient(target.port, client_id="share-admin")
+    topic, group = topics.create_topic(admin, unique("share-ck"), 1), unique("share-ck-g")
+    assert alter_group_configs(admin, group, ("share.auto.offset.reset", "earliest", 0)) == \
+        (E.NONE, None)
+    produce(admin, topic, total)
+    admin.close()
+    consumers = [ck.ShareConsumer({"bootstrap.servers": f"127.0.0.1:{target.port}",
+                                   "group.id": group, "share.acknowledgement.mode": "explicit",
+                                   "client.id": f"ck-{who}"}) for who in "ab"]
+    seen = defaultdict(list)
+    finished = 0
+    started = time.monotonic()
+    first = None
+    try:
+        for c in consumers:
+            c.subscribe([topic])
+        while finished < total:
+            assert time.monotonic() - started < 60, f"{finished} of {total}: {dict(seen)}"
+            for who, c in zip("ab", consumers):
+                for msg in c.poll(0.2):
+                    assert msg.error() is None, msg.error()
+                    if first is None:
+                        first = time.monotonic() - started
+                    value = int(msg.value().decode()[1:])
+                    delivery = msg.delivery_count()
+                    if value % 10 == 7:
+                        action = ck.AcknowledgeType.REJECT
+                    elif value % 10 == 3 and delivery == 1:
+                        action = ck.AcknowledgeType.RELEASE
+                    else:
+                        action = ck.AcknowledgeType.ACCEPT
+                    c.acknowledge(msg, action)
+                    seen[msg.offset()].append((who, delivery, action.name.lower()))
+                    finished += action != ck.AcknowledgeType.RELEASE
+                c.commit_sync(10)
+    finally:
+        for c in consumers:
+            c.close()
+    assert sorted(seen) == list(range(total))
+    for offset, deliveries in seen.items():
+        kinds = [(d, a) for _who, d, a in deliveries]
+        if offset % 10 == 3:
+            assert kinds == [(1, "release"), (2, "accept")], (offset, deliveries)
+        elif offset % 10 == 7:
+            assert kinds == [(1, "reject")], (offset, deliveries)
+        else:
+            assert kinds == [(1, "accept")], (offset, deliveries)
+    print(f"{target.name}: confluent-kafka first record after {first:.2f} s, all "
+          f"{total} settled after {time.monotonic() - started:.2f} s, by consumer "
+          f"{ {w: sum(1 for d in seen.values() for x in d if x[0] == w) for w in 'ab'} }")
