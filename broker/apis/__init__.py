@@ -31,6 +31,7 @@ _MODULES = [
     "leave_group", "sync_group", "describe_groups", "list_groups", "delete_groups",
     "offset_delete", "consumer_group_heartbeat", "consumer_group_describe",
     "share_group_heartbeat", "share_group_describe", "share_fetch", "share_acknowledge",
+    "describe_share_group_offsets", "alter_share_group_offsets", "delete_share_group_offsets",
 ]
 
 #: the APIs of the consumer protocol (KIP-848), advertised when group.coordinator.rebalance.protocols

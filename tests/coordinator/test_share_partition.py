@@ -152,3 +152,13 @@ def test_release_member_and_log_start_moving():
     sp.move_start_to(3)
     assert sp.start_offset == 3 and sp.fetch_offset() == 3
     assert sp.acquire("b", batches((0, 6)), 1, 500) == [(3, 4, 2)]
+
+
+def test_stored_offsets_lag_one_change_behind_as_kafkas():
+    sp = fresh()
+    sp.acquire("a", batches((0, 4)), 0, 500)
+    sp.acknowledge("a", [(0, 2, [A.ACCEPT]), (4, 4, [A.ACCEPT])], now=1)
+    assert sp.start_offset == 3
+    assert sp.stored_offsets() == (0, 4)        # stored before the start offset moved
+    sp.acknowledge("a", [(3, 3, [A.ACCEPT])], now=2)
+    assert sp.start_offset == 5 and sp.stored_offsets() == (3, 2)

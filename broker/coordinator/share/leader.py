@@ -84,6 +84,24 @@ class ShareLeader(ShareGroupListener):
         sp.max_in_flight = int(self.setting(group_id, "share.partition.max.record.locks"))
         return sp
 
+    def reset(self, group_id: str, key: tuple, start_offset: int) -> None:
+        """AlterShareGroupOffsets: the share partition starts again at ``start_offset``, with
+        nothing in flight."""
+        sp = self.groups.get(group_id, {}).get(key)
+        if sp is None:
+            sp = self.groups.setdefault(group_id, {})[key] = SharePartition()
+        sp.initialize(start_offset)
+        self.locks_changed(group_id, key)
+
+    def drop_topic(self, group_id: str, topic_id) -> bool:
+        """DeleteShareGroupOffsets: forget the group's share partitions of a topic."""
+        partitions = self.groups.get(group_id, {})
+        keys = [key for key in partitions if key[0] == topic_id]
+        for key in keys:
+            del partitions[key]
+            self.timer.cancel(("locks", group_id, key))
+        return bool(keys)
+
     def locks_changed(self, group_id: str, key: tuple) -> None:
         """After an acquisition, acknowledgement or release: the partition's timer entry is
         due at its earliest lock again."""

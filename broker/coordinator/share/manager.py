@@ -252,6 +252,43 @@ class ShareGroupManager:
                 srec.tombstone(srec.MEMBER_METADATA, gid, mid),
                 srec.group_epoch_record(gid, group.group_epoch + 1, digest)]
 
+    # ------------------------------------------------------------------ offsets admin
+    def empty_group(self, group_id: str, create: bool) -> ShareGroup:
+        """The group whose share-partition offsets an admin alters (``create``: a new one if
+        none) or deletes: it must be a share group with no members (Kafka's
+        throwIfShareGroupIsNotEmpty)."""
+        group = self.groups.get(group_id)
+        if group is None or group.state is DEAD:
+            if not create:
+                raise GroupError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            return ShareGroup(group_id, self.clock())
+        if not isinstance(group, ShareGroup):
+            raise GroupError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        if group.members:
+            raise GroupError(E.NON_EMPTY_GROUP, "The group is not empty.")
+        return group
+
+    def initialized_record(self, group: ShareGroup, initialized: dict,
+                           deleted: set = frozenset()) -> tuple:
+        """The ShareGroupStatePartitionMetadata record after share partitions were
+        initialized (``initialized``: topic id -> (name, partitions)) or deleted (topic ids)."""
+        cls = m.ShareGroupStatePartitionMetadataValue.TopicPartitionsInfo
+        topics = {}
+        if group.initialized is not None:
+            for t in group.initialized.initialized_topics:
+                topics[t.topic_id] = (t.topic_name, set(t.partitions))
+        for topic_id, (name, partitions) in initialized.items():
+            topics.setdefault(topic_id, (name, set()))[1].update(partitions)
+        for topic_id in deleted:
+            topics.pop(topic_id, None)
+        value = srec._value(srec.STATE_PARTITION_METADATA, initializing_topics=[],
+                            initialized_topics=[cls(topic_id=t, topic_name=name,
+                                                    partitions=sorted(ps))
+                                                for t, (name, ps) in sorted(
+                                                    topics.items(), key=lambda kv: kv[0].bytes)],
+                            deleting_topics=[])
+        return srec._key(srec.STATE_PARTITION_METADATA, group_id=group.group_id), value
+
     # ------------------------------------------------------------------ sessions
     def schedule_session(self, group_id: str, member_id: str) -> None:
         self.timer.extend(("share-session", group_id, member_id),

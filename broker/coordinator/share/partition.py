@@ -89,6 +89,10 @@ class SharePartition:
         self.next_offset = -1
         self.records: dict[int, InFlight] = {}
         self._available = 0             # in-flight records in state AVAILABLE
+        #: the start offset as Kafka's share coordinator last stored it: Kafka writes the state
+        #: of an acknowledgement (or release) before it moves the start offset, so what
+        #: DescribeShareGroupOffsets reports is the start offset from before the last change
+        self.stored_start_offset = -1
 
     # ------------------------------------------------------------------ offsets
     @property
@@ -97,7 +101,7 @@ class SharePartition:
 
     def initialize(self, offset: int) -> None:
         """The start offset, from share.auto.offset.reset (or stored state)."""
-        self.start_offset = self.next_offset = offset
+        self.start_offset = self.next_offset = self.stored_start_offset = offset
         self.records.clear()
         self._available = 0
 
@@ -226,6 +230,7 @@ class SharePartition:
                     raise AcknowledgeError(E.INVALID_RECORD_STATE,
                                            "Member is not the owner of offset")
                 changes.append((record, types[0] if len(types) == 1 else types[offset - first]))
+        self.stored_start_offset = self.start_offset
         for record, ack in changes:
             if ack == AcknowledgeType.RENEW:
                 record.deadline = now + self.lock_duration_ms
@@ -253,6 +258,7 @@ class SharePartition:
     def release_member(self, member_id: str) -> int:
         """A member left or closed its share session: its acquired records are released."""
         released = 0
+        self.stored_start_offset = self.start_offset
         for record in self.records.values():
             if record.state is ACQUIRED and record.member_id == member_id:
                 self._release(record)
@@ -271,6 +277,8 @@ class SharePartition:
         """Release every record whose lock is due (Kafka's acquisition lock timeout);
         -> how many became available again."""
         released = 0
+        if any(r.state is ACQUIRED and r.deadline <= now for r in self.records.values()):
+            self.stored_start_offset = self.start_offset
         for record in self.records.values():
             if record.state is ACQUIRED and record.deadline <= now:
                 self._release(record)
@@ -283,6 +291,13 @@ class SharePartition:
         """[(offset, state, delivery count, member, lock deadline)] from the start offset."""
         return [(o, r.state, r.delivery_count, r.member_id, r.deadline)
                 for o, r in sorted(self.records.items())]
+
+    def stored_offsets(self) -> tuple[int, int]:
+        """(start offset, records delivered past it) as Kafka's share coordinator holds them
+        (DescribeShareGroupOffsets; its lag is end offset - start - delivered)."""
+        done = sum(1 for r in self.records.values() if r.state in (ACKNOWLEDGED, ARCHIVED))
+        start = min(self.stored_start_offset, self.start_offset)
+        return start, done + self.start_offset - start
 
     def state_of(self, offset: int) -> RecordState | None:
         """The state of an in-flight record; None below the start offset (done) or past the
