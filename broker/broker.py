@@ -21,6 +21,7 @@ from .server import Server
 from .faults import Faults
 from .coordinator.group_configs import GroupConfigs
 from .coordinator.share.leader import ShareLeader
+from . import share_state_topic
 from .cluster import Cluster
 from .timer import AsyncioTimerDriver
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager
@@ -112,6 +113,14 @@ class Broker:
                                    "min.insync.replicas": str(min(
                                        self.config["transaction.state.log.min.isr"], replicas))}),
                                internal=True, replication_factor=replicas)
+        if self.topics.get(share_state_topic.TOPIC) is None:
+            self.topics.create(share_state_topic.TOPIC,
+                               self.config["share.coordinator.state.topic.num.partitions"],
+                               share_state_topic.CONFIGS, internal=True,
+                               replication_factor=self._internal_replicas(
+                                   "share.coordinator.state.topic.replication.factor"))
+        share_state_topic.load(self)
+        self.shares.persist = share_state_topic.state_writer(self)
         self.producer_ids.at_least(self._max_producer_id() + 1)
         # every coordinator shard answers COORDINATOR_LOAD_IN_PROGRESS from the first request on,
         # until its partition is replayed

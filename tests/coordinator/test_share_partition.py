@@ -162,3 +162,27 @@ def test_stored_offsets_lag_one_change_behind_as_kafkas():
     assert sp.stored_offsets() == (0, 4)        # stored before the start offset moved
     sp.acknowledge("a", [(3, 3, [A.ACCEPT])], now=2)
     assert sp.start_offset == 5 and sp.stored_offsets() == (3, 2)
+
+
+def test_snapshot_and_restore_keep_every_record_state():
+    import uuid
+
+    from broker.coordinator.share import state
+    from protocol import messages as m
+    sp = fresh()
+    sp.acquire("a", batches((0, 9)), 0, 500)
+    sp.acknowledge("a", [(0, 3, [A.ACCEPT]), (4, 4, [A.REJECT]), (5, 5, [A.RELEASE]),
+                         (7, 7, [A.ACCEPT])], now=1)
+    value = state.snapshot_value(sp, leader_epoch=0, now=5)
+    decoded = m.ShareSnapshotValue.decode(value, 0, 2, exact=False)
+    assert decoded.start_offset == 5
+    assert [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+            for b in decoded.state_batches] == [(5, 6, 0, 1), (7, 7, 2, 1), (8, 9, 0, 1)]
+    again = SharePartition()
+    again.restore(decoded.start_offset, [(b.first_offset, b.last_offset, b.delivery_state,
+                                          b.delivery_count) for b in decoded.state_batches])
+    assert again.acquire("b", batches((0, 9)), 2, 500) == [(5, 6, 2), (8, 9, 2)]
+    assert state.decode(state.snapshot_key("g", uuid.UUID(int=3), 0), None)[:3] == \
+        ("g", uuid.UUID(int=3), 0)
+    # Kafka's partition of the state topic: Java hash of "group:topicId:partition"
+    assert state.coordinator_key("g", uuid.UUID(int=3), 0) == "g:AAAAAAAAAAAAAAAAAAAAAw:0"

@@ -44,6 +44,9 @@ class ShareLeader(ShareGroupListener):
         self.group_config: Callable[[str], dict] | None = None
         #: ``on_available(topic_id, partition)``: records became acquirable again
         self.on_available: Callable[[uuid.UUID, int], None] | None = None
+        #: ``persist(group_id, key, share partition or None)``: store the share partition's
+        #: state (None: it is gone), as Kafka's share coordinator does; None: in memory only
+        self.persist: Callable | None = None
 
     # ------------------------------------------------------------------ settings
     def setting(self, group_id: str, name: str):
@@ -79,10 +82,29 @@ class ShareLeader(ShareGroupListener):
             self.groups.setdefault(group_id, {})[key] = sp
             log.debug("share partition initialized", group=group_id, topic_id=str(key[0]),
                       partition=key[1], start_offset=sp.start_offset, reset=reset)
+            self._store(group_id, key)
         sp.lock_duration_ms = self.lock_duration_ms(group_id)
         sp.delivery_count_limit = int(self.setting(group_id, "share.delivery.count.limit"))
         sp.max_in_flight = int(self.setting(group_id, "share.partition.max.record.locks"))
         return sp
+
+    def restore(self, group_id: str, key: tuple, start_offset: int, batches) -> None:
+        """A share partition as its stored state left it (at start)."""
+        sp = self.groups.setdefault(group_id, {}).get(key)
+        if sp is None:
+            sp = self.groups[group_id][key] = SharePartition()
+        sp.restore(start_offset, batches)
+
+    def forget(self, group_id: str, key: tuple) -> None:
+        """A stored share partition's tombstone (at start)."""
+        partitions = self.groups.get(group_id, {})
+        partitions.pop(key, None)
+        if not partitions:
+            self.groups.pop(group_id, None)
+
+    def _store(self, group_id: str, key: tuple) -> None:
+        if self.persist is not None:
+            self.persist(group_id, key, self.get(group_id, key))
 
     def reset(self, group_id: str, key: tuple, start_offset: int) -> None:
         """AlterShareGroupOffsets: the share partition starts again at ``start_offset``, with
@@ -92,6 +114,7 @@ class ShareLeader(ShareGroupListener):
             sp = self.groups.setdefault(group_id, {})[key] = SharePartition()
         sp.initialize(start_offset)
         self.locks_changed(group_id, key)
+        self._store(group_id, key)
 
     def drop_topic(self, group_id: str, topic_id) -> bool:
         """DeleteShareGroupOffsets: forget the group's share partitions of a topic."""
@@ -100,6 +123,7 @@ class ShareLeader(ShareGroupListener):
         for key in keys:
             del partitions[key]
             self.timer.cancel(("locks", group_id, key))
+            self._store(group_id, key)
         return bool(keys)
 
     def locks_changed(self, group_id: str, key: tuple) -> None:
@@ -118,6 +142,7 @@ class ShareLeader(ShareGroupListener):
         """After acknowledgements: the lock timer follows, and records released for
         redelivery wake the parked ShareFetches of the partition."""
         self.locks_changed(group_id, key)
+        self._store(group_id, key)
         sp = self.get(group_id, key)
         if sp is not None and sp.available:
             self._available(key)
@@ -127,6 +152,7 @@ class ShareLeader(ShareGroupListener):
         if sp is None:
             return
         released = sp.expire_locks(self.clock())
+        self._store(group_id, key)
         if released:
             log.debug("acquisition locks expired", group=group_id, topic_id=str(key[0]),
                       partition=key[1], released=released)
@@ -142,6 +168,7 @@ class ShareLeader(ShareGroupListener):
         released = 0
         for key, sp in list(self.groups.get(group_id, {}).items()):
             n = sp.expire_locks(2**62)
+            self._store(group_id, key)
             released += n
             if n:
                 self._available(key)
@@ -158,6 +185,7 @@ class ShareLeader(ShareGroupListener):
                 continue
             n = sp.release_member(member_id)
             if n:
+                self._store(group_id, key)
                 released += n
                 self._available(key)
                 self.locks_changed(group_id, key)
@@ -179,6 +207,8 @@ class ShareLeader(ShareGroupListener):
         self.sessions.remove_group(group_id)
         for key in self.groups.pop(group_id, {}):
             self.timer.cancel(("locks", group_id, key))
+            if self.persist is not None:
+                self.persist(group_id, key, None)
 
     def partitions_of(self, group_id: str) -> dict[tuple, SharePartition]:
         return dict(self.groups.get(group_id, {}))

@@ -105,6 +105,24 @@ class SharePartition:
         self.records.clear()
         self._available = 0
 
+    def restore(self, start_offset: int, batches) -> None:
+        """The state a snapshot stored: ``batches`` of (first, last, state, delivery count)
+        from the start offset on; nothing is acquired after a restart."""
+        self.initialize(start_offset)
+        for first, last, state, count in batches:
+            for offset in range(max(first, start_offset), last + 1):
+                record = self.records[offset] = InFlight()
+                record.state = RecordState(state) if state != ACQUIRED else AVAILABLE
+                record.delivery_count = count
+                if record.state is AVAILABLE:
+                    self._available += 1
+            self.next_offset = max(self.next_offset, last + 1)
+        for offset in range(start_offset, self.next_offset):   # holes: never delivered
+            if offset not in self.records:
+                self.records[offset] = InFlight()
+                self._available += 1
+        self._advance_start()
+
     def fetch_offset(self) -> int:
         """Where the leader reads next: the first record to redeliver, else the end."""
         if self._available:
