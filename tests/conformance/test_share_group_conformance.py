@@ -627,3 +627,52 @@ def test_share_group_offsets_admin(target, connect, group, one_partition):
     assert offsets_of(describe_offsets(admin, group, name)) == {(name, 0): (-1, -1, 0)}
     response = delete_offsets(admin, unique("ghost"), name)
     assert response.error_code == E.GROUP_ID_NOT_FOUND
+
+
+# --------------------------------------------------------------------------- limits and renew
+
+def test_delivery_count_limit_archives(target, connect, group, one_partition):
+    admin = connect()
+    assert alter_group_configs(admin, group, ("share.delivery.count.limit", "2", 0)) == \
+        (E.NONE, None)
+    consumer = started(connect, group, one_partition)
+    produce(admin, one_partition[0], 2)
+    assert consumer.fetch_until(2) == [(0, 1, 1)]
+    consumer.acknowledge({0: [(0, 1, [2])]})
+    assert consumer.fetch_until(2) == [(0, 1, 2)]
+    consumer.acknowledge({0: [(0, 0, [2]), (1, 1, [1])]})
+    # released at the limit: archived, never delivered again; the start offset moved past it
+    response = consumer.fetch(max_wait_ms=300)
+    assert response.error_code == E.NONE and acquired(response) == []
+    produce(admin, one_partition[0], 1)
+    assert consumer.fetch_until(1) == [(2, 2, 1)]
+
+
+def test_renew_acknowledgements(target, connect, group, one_partition):
+    consumer = started(connect, group, one_partition)
+    produce(connect(), one_partition[0], 3)
+    assert consumer.fetch_until(3, version=2) == [(0, 2, 1)]
+    # RENEW (4) needs IsRenewAck, and a version that knows it
+    response = consumer.acknowledge({0: [(0, 0, [4])]}, version=2)
+    assert [p.error_code for t in response.responses for p in t.partitions] == \
+        [E.INVALID_REQUEST]
+    response = consumer.acknowledge({0: [(0, 0, [4])]}, version=1)
+    assert [p.error_code for t in response.responses for p in t.partitions] == \
+        [E.INVALID_REQUEST]
+    from protocol.messages import ShareAcknowledgeRequest as A
+    request = A(group_id=group, member_id=consumer.member_id,
+                share_session_epoch=consumer.session_epoch, is_renew_ack=True,
+                topics=[A.AcknowledgeTopic(topic_id=one_partition[1], partitions=[
+                    A.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
+                        A.AcknowledgementBatch(first_offset=0, last_offset=2,
+                                               acknowledge_types=[4, 1, 4])])])])
+    response = consumer.client.call(request, 2)
+    consumer.session_epoch += 1
+    assert response.error_code == E.NONE and response.acquisition_lock_timeout_ms == 30000
+    assert [p.error_code for t in response.responses for p in t.partitions] == [E.NONE]
+    # renewed records stay acquired: acknowledging them works, the accepted one does not
+    response = consumer.acknowledge({0: [(0, 0, [1]), (2, 2, [1])]}, version=2)
+    assert [p.error_code for t in response.responses for p in t.partitions] == [E.NONE]
+    # a ShareFetch carrying renewals must ask for nothing else
+    response = consumer.fetch(version=2, is_renew_ack=True)
+    assert (response.error_code, response.error_message) == (E.INVALID_REQUEST, None)
