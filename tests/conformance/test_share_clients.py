@@ -77,6 +77,17 @@ def test_two_share_consumers(target, jar):  # noqa: F811 - the jar fixture
     assert all(e["ms"] - taken_at >= LOCK_MS - 1000 for e in redelivered.values()), context
     fresh = [e for e in got if e["offset"] not in redelivered]
     assert all(e["delivery"] == 1 for e in fresh), context
+    # Admin: describeShareGroups, listGroups(SHARE), listShareGroupOffsets of the live group
+    (described,) = [e for e in events if "described" in e]
+    assert described["state"] == "Stable", context
+    assert sorted(m["client"] for m in described["members"]) == ["share-a", "share-b"], context
+    topic = described["members"][0]["assigned"][0].rsplit("-", 1)[0]
+    assert all(m["assigned"] == [f"{topic}-0"] for m in described["members"]), context
+    (listed,) = [e["listed"] for e in events if "listed" in e]
+    assert listed == [{"type": "Share", "state": "Stable"}], context
+    (offsets,) = [e for e in events if "offsets" in e]
+    # everything is accepted: the stored start offset is at most the end, the lag 0
+    assert 0 <= offsets["offsets"] <= RECORDS + 20 and offsets["lag"] == 0, context
     first = min(e["ms"] for e in deliveries)
     print(f"{target.name}: first record {first} ms after the consumers started; phase 1 "
           f"{next(e['ms'] for e in events if 'phase1' in e)} ms; held by a {len(held)}, "

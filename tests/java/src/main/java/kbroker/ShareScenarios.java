@@ -18,7 +18,12 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.ListGroupsOptions;
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.ShareGroupDescription;
+import org.apache.kafka.clients.admin.ShareMemberDescription;
+import org.apache.kafka.clients.admin.SharePartitionOffsetInfo;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -26,6 +31,8 @@ import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.GroupType;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -108,6 +115,44 @@ public final class ShareScenarios {
                 .put("delivery", (int) r.deliveryCount().orElse((short) -1))
                 .put("action", action == null ? "none" : action.name().toLowerCase())
                 .put("ms", System.currentTimeMillis() - started));
+    }
+
+    /** Admin's view of the running group: describeShareGroups, listGroups, and
+     * listShareGroupOffsets. */
+    static void describe(String bootstrap, String topic, String group) throws Exception {
+        Properties adminProps = new Properties();
+        adminProps.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(adminProps)) {
+            ShareGroupDescription d = admin.describeShareGroups(List.of(group)).all()
+                    .get(30, TimeUnit.SECONDS).get(group);
+            List<Object> members = new ArrayList<>();
+            for (ShareMemberDescription m : d.members()) {
+                List<Object> assigned = new ArrayList<>();
+                for (TopicPartition tp : m.assignment().topicPartitions()) {
+                    assigned.add(tp.topic() + "-" + tp.partition());
+                }
+                members.add(new Json().put("client", m.clientId()).put("assigned", assigned));
+            }
+            emit(new Json().put("described", group).put("state", d.groupState().toString())
+                    .put("members", members));
+            List<Object> listed = new ArrayList<>();
+            admin.listGroups(new ListGroupsOptions().withTypes(java.util.Set.of(GroupType.SHARE)))
+                    .all().get(30, TimeUnit.SECONDS).forEach(g -> {
+                        if (g.groupId().equals(group)) {
+                            listed.add(new Json().put("type", g.type().map(Object::toString)
+                                    .orElse("")).put("state", g.groupState()
+                                    .map(Object::toString).orElse("")));
+                        }
+                    });
+            emit(new Json().put("listed", listed));
+            TopicPartition tp = new TopicPartition(topic, 0);
+            Map<TopicPartition, SharePartitionOffsetInfo> offsets = admin.listShareGroupOffsets(
+                    Map.of(group, new ListShareGroupOffsetsSpec().topicPartitions(List.of(tp))))
+                    .partitionsToOffsetInfo(group).get(30, TimeUnit.SECONDS);
+            SharePartitionOffsetInfo info = offsets.get(tp);
+            emit(new Json().put("offsets", info == null ? -2 : info.startOffset())
+                    .put("lag", info == null ? -2 : info.lag().orElse(-1L)));
+        }
     }
 
     static void shareConsume(String bootstrap, String topic, String group, int total, int lockMs)
@@ -199,6 +244,7 @@ public final class ShareScenarios {
             b.commitSync(Duration.ofSeconds(10));
         }
         emit(new Json().put("phase2", got).put("ms", System.currentTimeMillis() - phase2));
+        describe(bootstrap, topic, group);
         b.close(Duration.ofSeconds(10));
         try {
             a.close(Duration.ofSeconds(5));
