@@ -146,7 +146,8 @@ def read(broker, work: ShareFetchWork) -> tuple[dict, int]:
         if remaining_records <= 0 or remaining_bytes <= 0:
             continue
         log = partition.log
-        sp = shares.partition(group_id, key, log.log_start_offset, log.log_end_offset)
+        sp = shares.partition(group_id, key, log.log_start_offset, log.log_end_offset,
+                              log.offset_for_timestamp)
         sp.move_start_to(log.log_start_offset)
         if not sp.can_acquire():
             continue

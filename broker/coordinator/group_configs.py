@@ -92,7 +92,21 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {
                                             bounds_if_set=True),
 }
 
-_DURATION = re.compile(r"^P(?:\d+D)?(?:T(?:\d+H)?(?:\d+M)?(?:\d+(?:\.\d+)?S)?)?$")
+_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$",
+                       re.IGNORECASE)   # Java's Duration.parse takes either case
+
+
+def reset_duration_ms(value: str) -> int | None:
+    """The milliseconds of ``by_duration:<ISO-8601 duration>`` (None for another strategy)."""
+    v = value.strip()
+    if not v.lower().startswith("by_duration:"):
+        return None
+    match = _DURATION.match(v[len("by_duration:"):])
+    if match is None:
+        return None
+    days, hours, minutes, seconds = match.groups()
+    return int(((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60_000
+               + float(seconds or 0) * 1000)
 
 
 class GroupConfigError(Exception):
@@ -114,7 +128,7 @@ def valid_reset(value: str) -> bool:
         return True
     if v.startswith("by_duration:"):
         duration = value.strip()[len("by_duration:"):]
-        return bool(duration) and duration not in ("P", "PT") and bool(_DURATION.match(duration))
+        return duration.upper() not in ("", "P", "PT") and bool(_DURATION.match(duration))
     return False
 
 

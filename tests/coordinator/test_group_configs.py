@@ -7,7 +7,8 @@ import pytest
 from protocol.errors import ErrorCode
 
 from broker.config import SETTINGS
-from broker.coordinator.group_configs import GroupConfigError, GroupConfigs, valid_reset
+from broker.coordinator.group_configs import (
+    GroupConfigError, GroupConfigs, reset_duration_ms, valid_reset)
 
 E = ErrorCode
 
@@ -51,3 +52,5 @@ def test_reset_strategies():
                                         "by_duration:P1DT2H30M", "by_duration:PT0.5S"))
     assert not any(valid_reset(v) for v in ("none", "by_duration:", "by_duration:1h",
                                             "by_duration:PT", "by_duration:P"))
+    assert reset_duration_ms("by_duration:P1DT2H30M0.5S") == ((24 + 2) * 60 + 30) * 60_000 + 500
+    assert reset_duration_ms("latest") is None

@@ -99,3 +99,17 @@ def test_members_leaving_and_groups_deleted():
     lead.on_group_deleted("g")
     fresh = lead.partition("g", (T, 0), 0, 0)
     assert fresh is not sp and fresh.start_offset == 0
+
+
+def test_by_duration_reset_starts_at_the_first_record_that_young():
+    lead, clock, timer, woken = leader({"g": {"share.auto.offset.reset": "by_duration:PT1M"}})
+    clock.now = 10 * 60_000
+    asked = []
+
+    def offset_for_timestamp(ts):
+        asked.append(ts)
+        return (42, ts + 5)
+    sp = lead.partition("g", (T, 0), 0, 100, offset_for_timestamp)
+    assert asked == [9 * 60_000] and sp.start_offset == 42
+    none = lead.partition("g", (T, 1), 0, 100, lambda ts: None)
+    assert none.start_offset == 100

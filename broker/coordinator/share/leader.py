@@ -17,6 +17,7 @@ from typing import Callable
 import structlog
 
 from ..coordinator_timer import CoordinatorTimer
+from ..group_configs import reset_duration_ms
 from .manager import ShareGroupListener
 from .partition import SharePartition
 from .sessions import ShareSessionCache
@@ -70,15 +71,22 @@ class ShareLeader(ShareGroupListener):
     def get(self, group_id: str, key: tuple) -> SharePartition | None:
         return self.groups.get(group_id, {}).get(key)
 
-    def partition(self, group_id: str, key: tuple, log_start: int, log_end: int
-                  ) -> SharePartition:
-        """The share partition, created and initialized by share.auto.offset.reset when new;
-        its limits follow the group's configs as they are now."""
+    def partition(self, group_id: str, key: tuple, log_start: int, log_end: int,
+                  offset_for_timestamp: Callable | None = None) -> SharePartition:
+        """The share partition, created and initialized by share.auto.offset.reset when new
+        (earliest, latest, or by_duration: the first record no older than the duration, with
+        ``offset_for_timestamp(ts) -> (offset, ts) | None``); its limits follow the group's
+        configs as they are now."""
         sp = self.groups.get(group_id, {}).get(key)
         if sp is None:
             sp = SharePartition()
             reset = str(self.setting(group_id, "share.auto.offset.reset")).lower()
-            sp.initialize(log_start if reset == "earliest" else log_end)
+            start = log_start if reset == "earliest" else log_end
+            duration = reset_duration_ms(reset)
+            if duration is not None and offset_for_timestamp is not None:
+                found = offset_for_timestamp(self.clock() - duration)
+                start = found[0] if found is not None else log_end
+            sp.initialize(start)
             self.groups.setdefault(group_id, {})[key] = sp
             log.debug("share partition initialized", group=group_id, topic_id=str(key[0]),
                       partition=key[1], start_offset=sp.start_offset, reset=reset)
