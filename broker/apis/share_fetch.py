@@ -11,7 +11,8 @@ fetch purgatory like a long-poll Fetch, woken by appends and by records released
 redelivery, until ``max_wait_ms``.
 
 A read_committed group (``share.isolation.level``) reads below the last stable offset; batches
-of aborted transactions and control batches are archived, never delivered.
+of aborted transactions are archived, never delivered (transaction markers are acquired, as
+Kafka does, and acknowledged by the consumer as gaps).
 """
 from __future__ import annotations
 
@@ -70,13 +71,14 @@ class ShareFetchWork:
 
 
 def _batches(log, data, offset: int, read_committed: bool) -> list[LogBatch]:
-    """The batches read, each marked skip when no share consumer may see its records: control
-    batches, and (read_committed) batches of transactions that aborted."""
+    """The batches read, each marked skip when no share consumer may see its records: under
+    read_committed, the batches of transactions that aborted. Control batches are acquired like
+    records, as Kafka acquires them (the consumer acknowledges their offsets as gaps)."""
     aborted = log.aborted_transactions(offset, len(data)) if read_committed else ()
     out = []
     for batch in iter_batches(data):
-        skip = batch.is_control
-        if not skip and aborted and batch.is_transactional:
+        skip = False
+        if aborted and batch.is_transactional and not batch.is_control:
             pid = batch.producer_id
             skip = any(t.producer_id == pid and t.first_offset <= batch.base_offset <= t.last_offset
                        for t in aborted)

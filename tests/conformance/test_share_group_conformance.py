@@ -676,3 +676,39 @@ def test_renew_acknowledgements(target, connect, group, one_partition):
     # a ShareFetch carrying renewals must ask for nothing else
     response = consumer.fetch(version=2, is_renew_ack=True)
     assert (response.error_code, response.error_message) == (E.INVALID_REQUEST, None)
+
+
+def test_read_committed_share_group(target, connect, group, one_partition):
+    """share.isolation.level=read_committed: records of aborted transactions and transaction
+    markers are never delivered, and nothing past the last stable offset is."""
+    import confluent_kafka as ck
+    name = one_partition[0]
+    admin = connect()
+    assert alter_group_configs(admin, group, ("share.auto.offset.reset", "earliest", 0),
+                               ("share.isolation.level", "read_committed", 0)) == (E.NONE, None)
+    producer = ck.Producer({"bootstrap.servers": f"127.0.0.1:{target.port}",
+                            "transactional.id": unique("share-txn"), "linger.ms": 0})
+    producer.init_transactions(30)
+    for values, commit in ((["a1", "a2"], True), (["b1", "b2"], False), (["c1"], True)):
+        producer.begin_transaction()
+        for v in values:
+            producer.produce(name, v.encode(), partition=0)
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    producer.begin_transaction()                # left open: above the last stable offset
+    producer.produce(name, b"d1", partition=0)
+    producer.flush(30)
+    consumer = ShareConsumer(connect(), group, one_partition)
+    consumer.heartbeat()
+    consumer.until_assigned(lambda: consumer.assigned == {0})
+    # a1 a2 (0-1), COMMIT (2), b1 b2 (3-4), ABORT (5), c1 (6), COMMIT (7), d1 (8, open):
+    # the markers are acquired (the consumer acknowledges them as gaps), the aborted records
+    # never are, nor d1 while its transaction is open
+    assert consumer.fetch_until(6) == [(0, 2, 1), (5, 7, 1)]
+    response = consumer.fetch(max_wait_ms=300)
+    assert acquired(response) == []
+    producer.commit_transaction(30)
+    assert consumer.fetch_until(2) == [(8, 9, 1)]
