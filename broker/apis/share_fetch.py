@@ -278,6 +278,11 @@ def handle(broker, ctx, request, respond) -> None:
         else:
             session = sessions.advance(group_id, member_id, epoch, keys, forgotten)
     except ShareSessionError as exc:
+        if exc.code == E.SHARE_SESSION_LIMIT_REACHED and request.max_wait_ms > 0:
+            # as Kafka: the refusal waits MaxWaitMs, so a consumer retrying it does not spin
+            ctx.park()
+            broker.timer.call_later(request.max_wait_ms, lambda: respond(_error(exc.code)))
+            return
         respond(_error(exc.code))
         return
     acks = acknowledge(broker, ctx, group_id, member_id, request.topics, version,

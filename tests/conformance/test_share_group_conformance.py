@@ -712,3 +712,27 @@ def test_read_committed_share_group(target, connect, group, one_partition):
     assert acquired(response) == []
     producer.commit_transaction(30)
     assert consumer.fetch_until(2) == [(8, 9, 1)]
+
+
+def test_share_fetch_waits_for_records(target, connect, group, one_partition):
+    """A ShareFetch with nothing to acquire waits (up to MaxWaitMs) and is answered as soon as
+    a record arrives; one that never gets any is answered after MaxWaitMs, empty."""
+    import threading
+    consumer = started(connect, group, one_partition)
+    began = time.monotonic()
+    empty = consumer.fetch(max_wait_ms=1000)
+    waited = time.monotonic() - began
+    assert empty.error_code == E.NONE and acquired(empty) == [] and 0.9 <= waited < 5
+    threading.Timer(0.5, lambda: produce(RawClient(target.port), one_partition[0], 1)).start()
+    began = time.monotonic()
+    response = consumer.fetch(max_wait_ms=10000)
+    assert acquired(response) == [(0, 0, 1)] and time.monotonic() - began < 5
+
+
+def test_describe_offsets_of_unknown_topic(target, connect, group):
+    g = describe_offsets(connect(), group, "no-such-topic", partitions=(0, 1))
+    assert g.error_code == E.NONE
+    assert [(t.topic_name, str(t.topic_id), [(p.partition_index, p.start_offset, p.leader_epoch,
+                                              p.lag, p.error_code) for p in t.partitions])
+            for t in g.topics] == [("no-such-topic", "00000000-0000-0000-0000-000000000000",
+                                    [(0, -1, 0, -1, 0), (1, -1, 0, -1, 0)])]
