@@ -113,6 +113,7 @@ def test_delivery_count_limit_archives():
         assert sp.acquire("a", batches((0, 0)), delivery, 500) == [(0, 0, delivery)]
         sp.acknowledge("a", [(0, 0, [A.RELEASE])], now=delivery)
     assert sp.state_of(0) is None and sp.start_offset == 1   # archived, start moved past
+    assert list(sp.archived) == [(0, 3, "delivery limit")]
     assert sp.acquire("a", batches((0, 0)), 9, 500) == []
     sp2 = fresh(delivery_count_limit=2)
     for t in (0, 40_000):

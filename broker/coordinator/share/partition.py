@@ -19,6 +19,7 @@ span (``next_offset - start_offset``) is at most ``max_in_flight``
 from __future__ import annotations
 
 import enum
+from collections import deque
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -79,6 +80,10 @@ class AcknowledgeError(Exception):
         self.message = message
 
 
+#: archived records remembered per share partition for the console (why a record stopped)
+ARCHIVED_KEPT = 100
+
+
 class SharePartition:
     def __init__(self, lock_duration_ms: int = 30000, delivery_count_limit: int = 5,
                  max_in_flight: int = 2000) -> None:
@@ -93,6 +98,9 @@ class SharePartition:
         #: of an acknowledgement (or release) before it moves the start offset, so what
         #: DescribeShareGroupOffsets reports is the start offset from before the last change
         self.stored_start_offset = -1
+        #: (offset, delivery count, "rejected" or "delivery limit") of the last archived
+        #: records, kept after the start offset moves past them (bounded, not stored)
+        self.archived: deque = deque(maxlen=ARCHIVED_KEPT)
 
     # ------------------------------------------------------------------ offsets
     @property
@@ -247,28 +255,32 @@ class SharePartition:
                 if record.member_id != member_id:
                     raise AcknowledgeError(E.INVALID_RECORD_STATE,
                                            "Member is not the owner of offset")
-                changes.append((record, types[0] if len(types) == 1 else types[offset - first]))
+                changes.append((offset, record,
+                                types[0] if len(types) == 1 else types[offset - first]))
         self.stored_start_offset = self.start_offset
-        for record, ack in changes:
+        for offset, record, ack in changes:
             if ack == AcknowledgeType.RENEW:
                 record.deadline = now + self.lock_duration_ms
             elif ack == AcknowledgeType.ACCEPT:
                 self._finish(record, ACKNOWLEDGED)
             elif ack == AcknowledgeType.RELEASE:
-                self._release(record)
+                self._release(offset, record)
             else:   # REJECT, GAP
                 self._finish(record, ARCHIVED)
+                if ack == AcknowledgeType.REJECT:
+                    self.archived.append((offset, record.delivery_count, "rejected"))
         self._advance_start()
 
     def _finish(self, record: InFlight, state: RecordState) -> None:
         record.state = state
         record.member_id = None
 
-    def _release(self, record: InFlight) -> None:
+    def _release(self, offset: int, record: InFlight) -> None:
         """Back to AVAILABLE, or ARCHIVED once delivered share.delivery.count.limit times."""
         record.member_id = None
         if record.delivery_count >= self.delivery_count_limit:
             record.state = ARCHIVED
+            self.archived.append((offset, record.delivery_count, "delivery limit"))
         else:
             record.state = AVAILABLE
             self._available += 1
@@ -277,9 +289,9 @@ class SharePartition:
         """A member left or closed its share session: its acquired records are released."""
         released = 0
         self.stored_start_offset = self.start_offset
-        for record in self.records.values():
+        for offset, record in self.records.items():
             if record.state is ACQUIRED and record.member_id == member_id:
-                self._release(record)
+                self._release(offset, record)
                 released += 1
         if released:
             self._advance_start()
@@ -297,9 +309,9 @@ class SharePartition:
         released = 0
         if any(r.state is ACQUIRED and r.deadline <= now for r in self.records.values()):
             self.stored_start_offset = self.start_offset
-        for record in self.records.values():
+        for offset, record in self.records.items():
             if record.state is ACQUIRED and record.deadline <= now:
-                self._release(record)
+                self._release(offset, record)
                 released += record.state is AVAILABLE
         self._advance_start()
         return released
