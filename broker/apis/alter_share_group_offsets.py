@@ -11,7 +11,6 @@ from ..coordinator.consumer.group import GroupError
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "AlterShareGroupOffsets"
-VERSIONS = (0, 0)
 
 E = ErrorCode
 R = m.AlterShareGroupOffsetsResponse

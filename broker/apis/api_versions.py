@@ -9,7 +9,6 @@ from protocol.messages import ApiVersionsResponse
 from . import api_version_entries
 
 NAME = "ApiVersions"
-VERSIONS = (0, 4)
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 

@@ -10,7 +10,6 @@ from ..coordinator.consumer.group import GroupError
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "DeleteShareGroupOffsets"
-VERSIONS = (0, 0)
 
 E = ErrorCode
 R = m.DeleteShareGroupOffsetsResponse

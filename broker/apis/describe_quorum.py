@@ -18,7 +18,6 @@ from ..security.authorizer import AclOperation
 from .replicas import broker_ids, log_dirs
 
 NAME = "DescribeQuorum"
-VERSIONS = (0, 2)
 
 METADATA_TOPIC = "__cluster_metadata"
 QUORUM_EPOCH = 1

@@ -14,7 +14,6 @@ from protocol.errors import ErrorCode
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "DescribeShareGroupOffsets"
-VERSIONS = (0, 1)
 
 E = ErrorCode
 R = m.DescribeShareGroupOffsetsResponse

@@ -16,7 +16,6 @@ from ..security.authorizer import AclOperation, ResourceType
 from .share_group_heartbeat import valid_member_id
 
 NAME = "ShareAcknowledge"
-VERSIONS = (1, 2)
 
 E = ErrorCode
 #: the first version that knows the RENEW acknowledgement (KIP-1222)

@@ -30,7 +30,6 @@ from .share_acknowledge import RENEW_VERSION, acknowledge
 from .share_group_heartbeat import valid_member_id
 
 NAME = "ShareFetch"
-VERSIONS = (1, 2)
 
 E = ErrorCode
 Response = m.ShareFetchResponse

@@ -9,7 +9,6 @@ from protocol.errors import ErrorCode
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "ShareGroupDescribe"
-VERSIONS = (1, 1)
 
 
 def handle(broker, ctx, request, respond) -> None:

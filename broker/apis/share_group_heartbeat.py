@@ -9,7 +9,6 @@ from protocol.errors import ErrorCode
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "ShareGroupHeartbeat"
-VERSIONS = (1, 1)
 
 #: Kafka's isMemberIdValid: a share member id is the client's own, at most a UUID's length
 MAX_MEMBER_ID_LENGTH = 36
