@@ -74,12 +74,28 @@ def acknowledge(broker, ctx, group_id: str, member_id: str, topics, version: int
                                                 list(b.acknowledge_types)) for b in batches],
                                    now)
                     out[key] = (E.NONE, None)
+                    _count(shares.acknowledged, batches)
                 except AcknowledgeError as exc:
                     out[key] = (exc.code, exc.message)
                 touched.append(key)
     for key in touched:
         shares.changed(group_id, key)
     return out
+
+
+_TYPE_NAMES = {0: "gap", 1: "accept", 2: "release", 3: "reject", 4: "renew"}
+
+
+def _count(counts: dict, batches) -> None:
+    """Records acknowledged by type, for kafka_share_group_record_acknowledgements."""
+    for b in batches:
+        types = b.acknowledge_types
+        if len(types) == 1:
+            name = _TYPE_NAMES[types[0]]
+            counts[name] = counts.get(name, 0) + b.last_offset - b.first_offset + 1
+        else:
+            for t in types:
+                counts[_TYPE_NAMES[t]] = counts.get(_TYPE_NAMES[t], 0) + 1
 
 
 def _error(code: ErrorCode, message: str | None = None):

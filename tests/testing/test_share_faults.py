@@ -48,6 +48,12 @@ def test_expire_share_locks_redelivers_now(kb):
     response = a.acknowledge({0: [(0, 0, [1])]})
     assert [p.error_code for t in response.responses for p in t.partitions] == \
         [E.INVALID_RECORD_STATE]
+    response = b.acknowledge({0: [(0, 1, [1]), (2, 2, [3])]})
+    assert [p.error_code for t in response.responses for p in t.partitions] == [E.NONE]
+    metrics = _metrics(kb)
+    assert 'kafka_share_group_record_acknowledgements_total{ack_type="accept"} 2.0' in metrics
+    assert 'kafka_share_group_record_acknowledgements_total{ack_type="reject"} 1.0' in metrics
+    assert 'kafka_share_partition_records_in_flight{state="acquired"} 0.0' in metrics
 
 
 def test_expire_member_and_rebalance_on_a_share_group(kb):
@@ -62,3 +68,9 @@ def test_expire_member_and_rebalance_on_a_share_group(kb):
     (g,) = describe(admin, group)
     assert (g.group_state, g.members) == ("Empty", [])
     assert a.heartbeat().error_code == E.UNKNOWN_MEMBER_ID
+
+
+def _metrics(kb) -> str:
+    import urllib.request
+    with urllib.request.urlopen(kb.metrics_url + "/metrics", timeout=5) as r:
+        return r.read().decode()

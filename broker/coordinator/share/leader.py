@@ -41,6 +41,8 @@ class ShareLeader(ShareGroupListener):
         self.sessions = ShareSessionCache(int(config["group.share.max.share.sessions"]))
         #: group id -> {(topic id, partition): SharePartition}
         self.groups: dict[str, dict[tuple, SharePartition]] = {}
+        #: records acknowledged, by type name (accept, release, reject, gap, renew): metrics
+        self.acknowledged: dict[str, int] = {}
         #: ``group_config(group_id) -> mapping`` of the group's own configs; None: defaults
         self.group_config: Callable[[str], dict] | None = None
         #: ``on_available(topic_id, partition)``: records became acquirable again
