@@ -100,6 +100,13 @@ def _slice(data, acquired: list, batches: list[LogBatch]):
     return bytes(data[start:end])
 
 
+def _may_initialize(broker, group_id: str, topic: str) -> bool:
+    """A new share partition is initialized only for a share group subscribed to its topic."""
+    shard = broker.coordinator.shard_for(group_id)
+    group = None if shard.loading else shard.groups.get(group_id)
+    return getattr(group, "group_type", None) == "share" and topic in group.subscribed_names
+
+
 def read(broker, work: ShareFetchWork) -> tuple[dict, int]:
     """Acquire in every partition of the work -> ({key: PartitionData} of the partitions that
     acquired something or failed, records acquired)."""
@@ -147,6 +154,14 @@ def read(broker, work: ShareFetchWork) -> tuple[dict, int]:
         if remaining_records <= 0 or remaining_bytes <= 0:
             continue
         log = partition.log
+        if shares.get(group_id, key) is None and not _may_initialize(broker, group_id, name):
+            # as Kafka: a share partition exists only for a share group subscribed to its
+            # topic (Kafka's group coordinator initializes it); a ShareFetch naming any other
+            # group gets nothing, and the broker keeps no state for it
+            out[key] = PartitionData(partition_index=index, error_code=E.UNKNOWN_SERVER_ERROR,
+                                     current_leader=NO_LEADER, records=b"",
+                                     acquired_records=[])
+            continue
         sp = shares.partition(group_id, key, log.log_start_offset, log.log_end_offset,
                               log.offset_for_timestamp)
         sp.move_start_to(log.log_start_offset)

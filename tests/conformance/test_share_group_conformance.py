@@ -736,3 +736,22 @@ def test_describe_offsets_of_unknown_topic(target, connect, group):
                                               p.lag, p.error_code) for p in t.partitions])
             for t in g.topics] == [("no-such-topic", "00000000-0000-0000-0000-000000000000",
                                     [(0, -1, 0, -1, 0), (1, -1, 0, -1, 0)])]
+
+
+def test_share_fetch_for_a_group_that_does_not_exist(target, connect, one_partition):
+    """A ShareFetch naming a group nobody joined acquires nothing: no share partition is
+    initialized for it (and the broker keeps no state for it)."""
+    produce(connect(), one_partition[0], 3)
+    stranger = ShareConsumer(connect(), unique("no-such-share-group"), one_partition)
+    response = stranger.fetch(max_wait_ms=500)
+    assert response.error_code == E.NONE and acquired(response) == []
+    produce(connect(), one_partition[0], 2, start=3)
+    got = []
+    for _ in range(4):
+        response = stranger.fetch(max_wait_ms=500)
+        got += acquired(response)
+    # nothing is ever acquired; the partition answers UNKNOWN_SERVER_ERROR (Kafka: once its
+    # attempt to initialize the share partition failed)
+    assert got == []
+    assert [(p.partition_index, p.error_code) for t in response.responses
+            for p in t.partitions] == [(0, E.UNKNOWN_SERVER_ERROR)]
