@@ -116,7 +116,9 @@ class Broker:
         if self.topics.get(share_state_topic.TOPIC) is None:
             self.topics.create(share_state_topic.TOPIC,
                                self.config["share.coordinator.state.topic.num.partitions"],
-                               share_state_topic.CONFIGS, internal=True,
+                               dict(share_state_topic.CONFIGS, **{"segment.bytes": str(
+                                   self.config["offsets.topic.segment.bytes"])}),
+                               internal=True,
                                replication_factor=self._internal_replicas(
                                    "share.coordinator.state.topic.replication.factor"))
         share_state_topic.load(self)
@@ -221,7 +223,10 @@ class Broker:
                  reason=reason)
 
     def delete_topic(self, name: str) -> None:
+        topic = self.topics.get(name)
         self.topics.delete(name)
+        if topic is not None:   # share groups' state of it goes too, as Kafka deletes it
+            self.shares.drop_topic_everywhere(topic.topic_id)
         log.info("topic deleted", topic=name)
 
     def _max_producer_id(self) -> int:

@@ -12,6 +12,8 @@ from .coordinator.share import state
 log = structlog.get_logger("broker.share")
 
 TOPIC = state.TOPIC
+#: segment.bytes comes from offsets.topic.segment.bytes (small segments are cleaned soon: each
+#: change of a share partition writes a whole snapshot)
 CONFIGS = {"cleanup.policy": "compact"}
 
 

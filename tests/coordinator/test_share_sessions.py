@@ -113,3 +113,17 @@ def test_by_duration_reset_starts_at_the_first_record_that_young():
     assert asked == [9 * 60_000] and sp.start_offset == 42
     none = lead.partition("g", (T, 1), 0, 100, lambda ts: None)
     assert none.start_offset == 100
+
+
+def test_a_deleted_topic_takes_its_share_partitions():
+    lead, clock, timer, woken = leader()
+    stored = []
+    lead.persist = lambda group_id, key, sp: stored.append((group_id, key, sp is None))
+    other = uuid.UUID(int=8)
+    lead.partition("g", (T, 0), 0, 0)
+    lead.partition("g", (other, 0), 0, 0)
+    lead.partition("h", (T, 1), 0, 0)
+    stored.clear()
+    lead.drop_topic_everywhere(T)
+    assert sorted(stored) == [("g", (T, 0), True), ("h", (T, 1), True)]
+    assert list(lead.partitions_of("g")) == [(other, 0)] and "h" not in lead.groups

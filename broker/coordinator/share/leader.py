@@ -136,6 +136,13 @@ class ShareLeader(ShareGroupListener):
             self._store(group_id, key)
         return bool(keys)
 
+    def drop_topic_everywhere(self, topic_id) -> None:
+        """A deleted topic: every share group's share partitions of it go."""
+        for group_id in list(self.groups):
+            self.drop_topic(group_id, topic_id)
+            if not self.groups.get(group_id):
+                self.groups.pop(group_id, None)
+
     def locks_changed(self, group_id: str, key: tuple) -> None:
         """After an acquisition, acknowledgement or release: the partition's timer entry is
         due at its earliest lock again."""
