@@ -4,8 +4,8 @@ that a share group's progress survives a restart.
 A key is an int16 record type (0 ShareSnapshot, 1 ShareUpdate) and ShareSnapshotKey (group, topic
 id, partition) at version 0; a value an int16 version 0 and the flexible ShareSnapshotValue:
 the start offset and the in-flight records as state batches (first, last, state, delivery
-count). Acquired records are stored as available with their delivery count: after a restart
-they are delivered again, counted. The partition of the topic is Kafka's: the Java hash of
+count). As on Kafka, an acquisition is not stored: after a restart, acquired records are
+delivered again with the delivery count they had before they were acquired. The partition of the topic is Kafka's: the Java hash of
 ``group:topic id:partition``. Each change (acknowledgement, release, lock expiry, reset) writes
 a whole snapshot; the topic is compacted, and replay keeps the last record of each key.
 """
@@ -46,11 +46,19 @@ def snapshot_key(group_id: str, topic_id: uuid.UUID, partition: int) -> bytes:
 
 
 def snapshot_value(sp: SharePartition, leader_epoch: int, now: int) -> bytes:
-    """The share partition as a ShareSnapshotValue (acquired records stored as available)."""
+    """The share partition as a ShareSnapshotValue. As Kafka's, an acquisition is not stored:
+    the records acquired after the last stored state are read again after a restart, and
+    delivered as new."""
     batch = m.ShareSnapshotValue.StateBatch
     batches: list = []
-    for offset, state, count, _member, _deadline in sp.in_flight():
+    in_flight = sp.in_flight()
+    while in_flight and in_flight[-1][1] is ACQUIRED:   # acquired at the end: not stored
+        in_flight.pop()
+    for offset, state, count, _member, _deadline in in_flight:
+        # acquired between stored records: available again, counted as delivered before
         stored = AVAILABLE if state is ACQUIRED else state
+        if state is ACQUIRED:
+            count -= 1
         last = batches[-1] if batches else None
         if last is not None and last.last_offset == offset - 1 and \
                 last.delivery_state == stored and last.delivery_count == count:
