@@ -261,3 +261,19 @@ def test_classic_apis_and_commits_on_a_share_group():
     assert out[0].topics[0].partitions[0].error_code == E.GROUP_ID_NOT_FOUND
     (g,) = h.describe("g")
     assert g.group_state == "Stable"
+
+
+def test_a_topic_created_after_the_join_is_assigned_at_the_next_heartbeat():
+    h = ShareHarness()
+    r = h.heartbeat("m1", topics=("later",))
+    assert r.error_code == 0 and h.assigned(r) == {}
+    epoch = r.member_epoch
+    tid = h.topics.create("later", 2)
+    r = h.heartbeat("m1", epoch=epoch, topics=None)
+    assert r.member_epoch == epoch + 1 and h.assigned(r) == {tid: [0, 1]}
+    h.topics.grow("later", 3)
+    r = h.heartbeat("m1", epoch=epoch + 1, topics=None)
+    assert h.assigned(r) == {tid: [0, 1, 2]}
+    h.topics.delete("later")
+    r = h.heartbeat("m1", epoch=epoch + 2, topics=None)
+    assert r.member_epoch == epoch + 3 and h.assigned(r) == {}
