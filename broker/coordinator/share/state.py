@@ -11,6 +11,7 @@ a whole snapshot; the topic is compacted, and replay keeps the last record of ea
 """
 from __future__ import annotations
 
+import base64
 import struct
 import uuid
 
@@ -32,7 +33,6 @@ def coordinator_key(group_id: str, topic_id: uuid.UUID, partition: int) -> str:
 
 def topic_id_string(topic_id: uuid.UUID) -> str:
     """Kafka's Uuid.toString(): URL-safe base64 of the 16 bytes, no padding."""
-    import base64
     return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
 
 
