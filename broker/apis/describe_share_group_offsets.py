@@ -39,8 +39,7 @@ def _group(broker, ctx, g):
     if auth is not None and not auth.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP,
                                              group_id):
         return R.DescribeShareGroupOffsetsResponseGroup(
-            group_id=group_id, topics=[], error_code=E.GROUP_AUTHORIZATION_FAILED,
-            error_message=E.GROUP_AUTHORIZATION_FAILED.name)
+            group_id=group_id, topics=[], error_code=E.GROUP_AUTHORIZATION_FAILED)
     if not group_id:
         return R.DescribeShareGroupOffsetsResponseGroup(group_id=group_id, topics=[],
                                                         error_code=E.INVALID_GROUP_ID)
