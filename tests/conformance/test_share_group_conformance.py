@@ -755,3 +755,22 @@ def test_share_fetch_for_a_group_that_does_not_exist(target, connect, one_partit
     assert got == []
     assert [(p.partition_index, p.error_code) for t in response.responses
             for p in t.partitions] == [(0, E.UNKNOWN_SERVER_ERROR)]
+
+
+def test_a_closed_connection_releases_its_sessions_records(target, connect, group,
+                                                            one_partition):
+    """A share consumer whose connection closes without ending its session: the session ends
+    with it and what it acquired is released (Kafka's disconnect listener)."""
+    a = started(connect, group, one_partition)
+    b = ShareConsumer(connect(), group, one_partition)
+    b.heartbeat()
+    b.until_assigned(lambda: b.assigned == {0})
+    produce(connect(), one_partition[0], 3)
+    assert a.fetch_until(3) == [(0, 2, 1)]
+    assert acquired(b.fetch(max_wait_ms=100)) == []
+    a.client.close()                       # the consumer's process dies: no -1 epoch sent
+    began = time.monotonic()
+    # its session ends with its connection and its records go to b at once, as second
+    # deliveries (not after the 30 s lock)
+    assert b.fetch_until(3, timeout=10) == [(0, 2, 2)]
+    assert time.monotonic() - began < 5

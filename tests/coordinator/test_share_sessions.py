@@ -127,3 +127,25 @@ def test_a_deleted_topic_takes_its_share_partitions():
     lead.drop_topic_everywhere(T)
     assert sorted(stored) == [("g", (T, 0), True), ("h", (T, 1), True)]
     assert list(lead.partitions_of("g")) == [(other, 0)] and "h" not in lead.groups
+
+
+def test_a_closed_connection_ends_its_session_and_releases():
+    lead, clock, timer, woken = leader()
+
+    class Conn:
+        closed = False
+    conn = Conn()
+    sp = lead.partition("g", (T, 0), 0, 0)
+    sp.acquire("m", [LogBatch(0, 4)], 0, 500)
+    lead.sessions.open("g", "m", [(T, 0)], conn)
+    lead.session_opened()
+    clock.now = 1000
+    timer.advance(clock.now)
+    assert lead.sessions.get("g", "m") is not None and sp.available == 0
+    conn.closed = True
+    clock.now = 1200
+    timer.advance(clock.now)
+    assert lead.sessions.get("g", "m") is None and sp.available == 5 and woken == [(T, 0)]
+    clock.now = 5000
+    timer.advance(clock.now)
+    assert not lead.timer.is_scheduled(("sessions",))     # no session left: no sweep

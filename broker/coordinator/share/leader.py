@@ -24,6 +24,10 @@ from .sessions import ShareSessionCache
 
 log = structlog.get_logger("broker.share")
 
+#: how often the share sessions' connections are looked at: a closed one ends its session and
+#: releases its records (Kafka does it when the connection closes)
+SESSION_SWEEP_MS = 200
+
 #: the group configs (GROUP resource) a share partition reads, and the broker settings that
 #: give their defaults
 GROUP_SETTINGS = {
@@ -207,6 +211,19 @@ class ShareLeader(ShareGroupListener):
                 self._available(key)
                 self.locks_changed(group_id, key)
         return released
+
+    def session_opened(self) -> None:
+        """A share session exists: its connection is watched (one timer entry for all)."""
+        if not self.timer.is_scheduled(("sessions",)):
+            self.timer.schedule(("sessions",), SESSION_SWEEP_MS, self._sweep_sessions)
+
+    def _sweep_sessions(self) -> None:
+        for session in self.sessions.closed():
+            log.debug("share session ended: its connection closed", group=session.group_id,
+                      member=session.member_id)
+            self.close_session(session.group_id, session.member_id)
+        if self.sessions.sessions:
+            self.timer.schedule(("sessions",), SESSION_SWEEP_MS, self._sweep_sessions)
 
     def close_session(self, group_id: str, member_id: str) -> None:
         """ShareFetch or ShareAcknowledge at epoch -1 was answered: the session goes, and what

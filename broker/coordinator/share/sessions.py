@@ -30,11 +30,14 @@ class ShareSessionError(Exception):
 
 
 class ShareSession:
-    __slots__ = ("group_id", "member_id", "epoch", "partitions")
+    __slots__ = ("group_id", "member_id", "epoch", "partitions", "conn")
 
-    def __init__(self, group_id: str, member_id: str, partitions) -> None:
+    def __init__(self, group_id: str, member_id: str, partitions, conn=None) -> None:
         self.group_id = group_id
         self.member_id = member_id
+        #: the connection of the session's last request (its ``closed`` is watched: a closed
+        #: connection ends the session, as Kafka's disconnect listener does)
+        self.conn = conn
         self.epoch = next_epoch(INITIAL_EPOCH)      # the epoch the next request carries
         #: (topic id, partition) in the order the consumer named them
         self.partitions: dict[tuple, None] = dict.fromkeys(partitions)
@@ -48,17 +51,17 @@ class ShareSessionCache:
     def get(self, group_id: str, member_id: str) -> ShareSession | None:
         return self.sessions.get((group_id, member_id))
 
-    def open(self, group_id: str, member_id: str, partitions) -> ShareSession:
+    def open(self, group_id: str, member_id: str, partitions, conn=None) -> ShareSession:
         """Epoch 0: a new session, replacing the member's old one."""
         key = (group_id, member_id)
         self.sessions.pop(key, None)
         if len(self.sessions) >= self.max_sessions:
             raise ShareSessionError(E.SHARE_SESSION_LIMIT_REACHED)
-        session = self.sessions[key] = ShareSession(group_id, member_id, partitions)
+        session = self.sessions[key] = ShareSession(group_id, member_id, partitions, conn)
         return session
 
     def advance(self, group_id: str, member_id: str, epoch: int, add=(), forget=(),
-                ) -> ShareSession:
+                conn=None) -> ShareSession:
         """A request at ``epoch`` > 0 on an existing session: check the epoch, update the
         partitions, expect the next epoch."""
         session = self.sessions.get((group_id, member_id))
@@ -71,6 +74,8 @@ class ShareSessionCache:
         for key in forget:
             session.partitions.pop(key, None)
         session.epoch = next_epoch(epoch)
+        if conn is not None:
+            session.conn = conn
         return session
 
     def final(self, group_id: str, member_id: str) -> ShareSession:
@@ -82,6 +87,11 @@ class ShareSessionCache:
 
     def remove(self, group_id: str, member_id: str) -> ShareSession | None:
         return self.sessions.pop((group_id, member_id), None)
+
+    def closed(self) -> list[ShareSession]:
+        """The sessions whose connection has closed."""
+        return [s for s in self.sessions.values()
+                if s.conn is not None and getattr(s.conn, "closed", False)]
 
     def remove_group(self, group_id: str) -> None:
         for key in [k for k in self.sessions if k[0] == group_id]:
