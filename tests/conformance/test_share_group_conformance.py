@@ -774,3 +774,28 @@ def test_a_closed_connection_releases_its_sessions_records(target, connect, grou
     # deliveries (not after the 30 s lock)
     assert b.fetch_until(3, timeout=10) == [(0, 2, 2)]
     assert time.monotonic() - began < 5
+
+
+def test_rejoin_with_epoch_zero_keeps_the_member(target, connect, group, topic):
+    a = ShareMember(connect(), group, topic)
+    a.heartbeat()
+    a.until_assigned(lambda: a.assigned == {0, 1, 2})
+    epoch = a.epoch
+    again = a.heartbeat(0)
+    assert (again.error_code, again.member_epoch) == (E.NONE, epoch)
+    assert {p for t in again.assignment.topic_partitions for p in t.partitions} == {0, 1, 2}
+    (d,) = describe(connect(), group)
+    assert [(m.member_id, m.member_epoch) for m in d.members] == [(a.member_id, epoch)]
+
+
+def test_record_limit_splits_a_batch_between_members(target, connect, group, one_partition):
+    a = started(connect, group, one_partition)
+    b = ShareConsumer(connect(), group, one_partition)
+    b.heartbeat()
+    b.until_assigned(lambda: b.assigned == {0})
+    produce(connect(), one_partition[0], 6)       # one batch of 6
+    # ShareAcquireMode 1 (record_limit): at most MaxRecords, even inside a batch
+    assert a.fetch_until(2, version=2, max_records=2, share_acquire_mode=1) == [(0, 1, 1)]
+    assert b.fetch_until(3, version=2, max_records=3, share_acquire_mode=1) == [(2, 4, 1)]
+    # batch-optimized (0): the rest of the batch, past MaxRecords
+    assert a.fetch_until(1, version=2, max_records=1, share_acquire_mode=0) == [(5, 5, 1)]
