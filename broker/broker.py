@@ -113,15 +113,7 @@ class Broker:
                                    "min.insync.replicas": str(min(
                                        self.config["transaction.state.log.min.isr"], replicas))}),
                                internal=True, replication_factor=replicas)
-        if self.topics.get(share_state_topic.TOPIC) is None:
-            self.topics.create(share_state_topic.TOPIC,
-                               self.config["share.coordinator.state.topic.num.partitions"],
-                               dict(share_state_topic.CONFIGS, **{"segment.bytes": str(
-                                   self.config["offsets.topic.segment.bytes"])}),
-                               internal=True,
-                               replication_factor=self._internal_replicas(
-                                   "share.coordinator.state.topic.replication.factor"))
-        share_state_topic.load(self)
+        share_state_topic.load(self)   # __share_group_state: created at its first write
         self.shares.persist = share_state_topic.state_writer(self)
         self.producer_ids.at_least(self._max_producer_id() + 1)
         # every coordinator shard answers COORDINATOR_LOAD_IN_PROGRESS from the first request on,

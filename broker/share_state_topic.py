@@ -1,4 +1,5 @@
-"""The share partitions' storage: ``__share_group_state`` (compacted), written by
+"""The share partitions' storage: ``__share_group_state`` (compacted), created at its first
+write as Kafka creates it when a share group first needs it, written by
 broker/coordinator/share/leader.py at each change of a share partition and read back at start,
 before the listeners accept (share/state.py holds the record formats)."""
 from __future__ import annotations
@@ -17,6 +18,21 @@ TOPIC = state.TOPIC
 CONFIGS = {"cleanup.policy": "compact"}
 
 
+def create(broker):
+    """The topic, as Kafka's share coordinator creates it when a share group first needs it:
+    internal, compacted, share.coordinator.state.topic.num.partitions partitions."""
+    topic = broker.topics.get(TOPIC)
+    if topic is None:
+        config = broker.config
+        replicas = max(1, min(config["share.coordinator.state.topic.replication.factor"],
+                              len(broker.cluster.node_ids)))
+        topic = broker.topics.create(
+            TOPIC, config["share.coordinator.state.topic.num.partitions"],
+            dict(CONFIGS, **{"segment.bytes": str(config["offsets.topic.segment.bytes"])}),
+            internal=True, replication_factor=replicas)
+    return topic
+
+
 def state_writer(broker):
     """``persist(group_id, key, share partition or None)`` for ShareLeader."""
     write = coordinator_log.partition_writer(broker, TOPIC)
@@ -27,7 +43,7 @@ def state_writer(broker):
 
     def persist(group_id: str, key: tuple, sp) -> None:
         topic_id, index = key
-        partitions = broker.topics.get(TOPIC).partitions
+        partitions = create(broker).partitions
         target = state.state_partition(group_id, topic_id, index, len(partitions))
         leader_epoch = -1
         name = broker.topics.name_of(topic_id)
@@ -43,7 +59,8 @@ def state_writer(broker):
 def load(broker) -> int:
     """Restore every stored share partition; -> how many."""
     restored = 0
-    for partition in broker.topics.get(TOPIC).partitions:
+    topic = broker.topics.get(TOPIC)
+    for partition in topic.partitions if topic is not None else ():
         for entry in coordinator_log.read_entries(partition.log):
             if isinstance(entry, EndMarker):
                 continue
