@@ -49,6 +49,8 @@ def acknowledge(broker, ctx, group_id: str, member_id: str, topics, version: int
     if broker.authorizer is not None:
         may_read = broker.authorizer.predicate(ctx, AclOperation.READ, ResourceType.TOPIC)
     max_type = 4 if version >= RENEW_VERSION else 3
+    renew_enabled = broker.group_configs.value(
+        group_id, "share.renew.acknowledge.enable").lower() == "true"
     now = broker.clock()
     touched = []
     for topic in topics:
@@ -68,6 +70,10 @@ def acknowledge(broker, ctx, group_id: str, member_id: str, topics, version: int
                 sp = shares.get(group_id, key)
                 if sp is None:
                     out[key] = (E.UNKNOWN_TOPIC_OR_PARTITION, None)
+                    continue
+                if not renew_enabled and any(4 in b.acknowledge_types for b in batches):
+                    out[key] = (E.INVALID_RECORD_STATE, "Renewing acquisition locks is not "
+                                "enabled for the group.")
                     continue
                 try:
                     sp.acknowledge(member_id, [(b.first_offset, b.last_offset,

@@ -799,3 +799,25 @@ def test_record_limit_splits_a_batch_between_members(target, connect, group, one
     assert b.fetch_until(3, version=2, max_records=3, share_acquire_mode=1) == [(2, 4, 1)]
     # batch-optimized (0): the rest of the batch, past MaxRecords
     assert a.fetch_until(1, version=2, max_records=1, share_acquire_mode=0) == [(5, 5, 1)]
+
+
+def test_renew_refused_when_the_group_turns_it_off(target, connect, group, one_partition):
+    assert alter_group_configs(connect(), group, ("share.renew.acknowledge.enable", "false",
+                                                  0)) == (E.NONE, None)
+    consumer = started(connect, group, one_partition)
+    produce(connect(), one_partition[0], 1)
+    assert consumer.fetch_until(1, version=2) == [(0, 0, 1)]
+    from protocol.messages import ShareAcknowledgeRequest as A
+    response = consumer.client.call(A(
+        group_id=group, member_id=consumer.member_id, share_session_epoch=consumer.session_epoch,
+        is_renew_ack=True, topics=[A.AcknowledgeTopic(topic_id=one_partition[1], partitions=[
+            A.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
+                A.AcknowledgementBatch(first_offset=0, last_offset=0,
+                                       acknowledge_types=[4])])])]), 2)
+    consumer.session_epoch += 1
+    assert [(p.error_code, p.error_message) for t in response.responses
+            for p in t.partitions] == [(E.INVALID_RECORD_STATE, "Renewing acquisition locks "
+                                        "is not enabled for the group.")]
+    # the record is still acquired: accepting it works
+    response = consumer.acknowledge({0: [(0, 0, [1])]}, version=2)
+    assert [p.error_code for t in response.responses for p in t.partitions] == [E.NONE]
