@@ -821,3 +821,11 @@ def test_renew_refused_when_the_group_turns_it_off(target, connect, group, one_p
     # the record is still acquired: accepting it works
     response = consumer.acknowledge({0: [(0, 0, [1])]}, version=2)
     assert [p.error_code for t in response.responses for p in t.partitions] == [E.NONE]
+
+
+def test_heartbeat_interval_follows_the_group_config(target, connect, group, topic):
+    assert alter_group_configs(connect(), group, ("share.heartbeat.interval.ms", "6000", 0)) \
+        == (E.NONE, None)
+    member = ShareMember(connect(), group, topic)
+    response = member.heartbeat()
+    assert (response.error_code, response.heartbeat_interval_ms) == (E.NONE, 6000)
