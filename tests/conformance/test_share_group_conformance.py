@@ -829,3 +829,17 @@ def test_heartbeat_interval_follows_the_group_config(target, connect, group, top
     member = ShareMember(connect(), group, topic)
     response = member.heartbeat()
     assert (response.error_code, response.heartbeat_interval_ms) == (E.NONE, 6000)
+
+
+def test_kafka_configs_tool_sets_a_share_groups_configs(target, group):
+    """Kafka's own kafka-configs (ConfigCommand) on the groups entity, as docs/share-groups.md
+    tells a user to set share.auto.offset.reset."""
+    from .test_broker_configs_conformance import kafka_configs
+    out = kafka_configs(target, "--alter", "--entity-type", "groups", "--entity-name", group,
+                        "--add-config", "share.auto.offset.reset=earliest")
+    assert out.strip() == f"Completed updating config for group {group}."
+    out = kafka_configs(target, "--describe", "--entity-type", "groups", "--entity-name", group)
+    assert out.splitlines()[0] == f"Dynamic configs for group {group} are:"
+    assert "share.auto.offset.reset=earliest sensitive=false synonyms=" \
+        "{DYNAMIC_GROUP_CONFIG:share.auto.offset.reset=earliest, " \
+        "DEFAULT_CONFIG:share.auto.offset.reset=latest}" in out
