@@ -19,6 +19,9 @@ from .metrics import Metrics
 from .security.authorization import Authorization
 from .server import Server
 from .faults import Faults
+from .coordinator.group_configs import GroupConfigs
+from .coordinator.share.leader import ShareLeader
+from . import share_state_topic
 from .cluster import Cluster
 from .timer import AsyncioTimerDriver
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager
@@ -68,6 +71,12 @@ class Broker:
         if self.authorizer is not None:
             self.coordinator.topic_filter = self.authorizer.describable_topics
         self.coordinator.stats.on_group_stable = self.metrics.group_stable
+        #: the share partitions this broker leads and their share sessions (KIP-932)
+        self.group_configs = GroupConfigs(config, config["log.dirs"])
+        self.shares = ShareLeader(config, self.clock, self.timer)
+        self.shares.on_available = self._share_records_available
+        self.shares.group_config = self.group_configs.get
+        self.coordinator.set_share_listener(self.shares, self.group_configs.get)
         self.transactions = build_transaction_coordinator(self)
         #: the HTTP port: /metrics, /health, /ready, the console, /faults and /nodes
         self.http = HttpServer(self)
@@ -104,6 +113,8 @@ class Broker:
                                    "min.insync.replicas": str(min(
                                        self.config["transaction.state.log.min.isr"], replicas))}),
                                internal=True, replication_factor=replicas)
+        share_state_topic.load(self)   # __share_group_state: created at its first write
+        self.shares.persist = share_state_topic.state_writer(self)
         self.producer_ids.at_least(self._max_producer_id() + 1)
         # every coordinator shard answers COORDINATOR_LOAD_IN_PROGRESS from the first request on,
         # until its partition is replayed
@@ -193,12 +204,21 @@ class Broker:
         return [{"node": n, "state": "down" if n in self.cluster.down else "up",
                  "leaders": leading.get(n, 0)} for n in self.cluster.node_ids]
 
+    def _share_records_available(self, topic_id, partition: int) -> None:
+        """Records of a share partition may be acquired again: parked ShareFetches retry."""
+        name = self.topics.name_of(topic_id)
+        if name is not None:
+            self.fetches.partition_appended(name, partition)
+
     def on_topic_created(self, topic, reason: str) -> None:
         log.info("topic created", topic=topic.name, partitions=len(topic.partitions),
                  reason=reason)
 
     def delete_topic(self, name: str) -> None:
+        topic = self.topics.get(name)
         self.topics.delete(name)
+        if topic is not None:   # share groups' state of it goes too, as Kafka deletes it
+            self.shares.drop_topic_everywhere(topic.topic_id)
         log.info("topic deleted", topic=name)
 
     def _max_producer_id(self) -> int:

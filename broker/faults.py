@@ -24,6 +24,8 @@ Actions fire once, when added, on the coordinators' real state:
 * ``"expire_member"``: a member of ``match.group`` (``member_id``, or the first one) is removed as
   if its session had timed out;
 * ``"rebalance"``: ``match.group`` starts a rebalance now;
+* ``"expire_share_locks"``: every acquisition lock of the share group ``match.group`` expires
+  now, so its acquired records are delivered again (without waiting for the lock duration);
 * ``"move_leader"`` (several nodes): the leadership of ``match.topic``/``match.partition``, or of
   the internal partition coordinating ``match.group`` or ``match.transactional_id``, moves to the
   next in-sync replica at the next leader epoch: the old node answers NOT_LEADER_OR_FOLLOWER or
@@ -52,7 +54,8 @@ from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 log = structlog.get_logger("broker.faults")
 
-ACTIONS = ("coordinator_load", "expire_member", "rebalance", "move_leader")
+ACTIONS = ("coordinator_load", "expire_member", "rebalance", "move_leader",
+           "expire_share_locks")
 MATCH_KEYS = ("client_id", "group", "transactional_id", "topic", "partition", "node")
 FIELDS = ("api", "error", "count", "after", "duration_ms", "delay_ms", "action", "match",
           "member_id")
@@ -126,7 +129,8 @@ class Fault:
         if self.action in ACTIONS:
             if self.action == "coordinator_load" and not self.duration_ms:
                 raise FaultError("coordinator_load needs duration_ms (how long it loads)")
-            if self.action in ("expire_member", "rebalance") and "group" not in match:
+            if self.action in ("expire_member", "rebalance", "expire_share_locks") and \
+                    "group" not in match:
                 raise FaultError(f"{self.action} needs match.group")
             if self.action == "move_leader" and not (
                     ("topic" in match and "partition" in match) or "group" in match
@@ -316,11 +320,23 @@ class Faults:
         if fault.action == "move_leader":
             return self._move_leader(fault)
         group_id = fault.match["group"]
+        if fault.action == "expire_share_locks":
+            return {"group": group_id,
+                    "released": self.broker.shares.expire_all_locks(group_id)}
         coordinator = self.broker.coordinator
         shard = coordinator.shard_for(group_id)
         group = shard.groups.get(group_id)
         if group is None or not group.members:
             raise FaultError(f"group {group_id!r} has no members here")
+        if getattr(group, "group_type", None) == "share":
+            if fault.action == "rebalance":
+                raise FaultError(f"group {group_id!r} is a share group: the broker assigns, "
+                                 "there is no rebalance to start")
+            member_id = fault.member_id or next(iter(group.members))
+            if member_id not in group.members:
+                raise FaultError(f"group {group_id!r} has no member {member_id!r}")
+            shard.share.expire_member(group_id, member_id)   # the session timeout's path
+            return {"group": group_id, "member_id": member_id}
         from .coordinator.consumer.group import ConsumerGroup
         consumer = isinstance(group, ConsumerGroup)
         if fault.action == "rebalance":

@@ -135,6 +135,9 @@ class BrokerStateCollector:
             "kafka_coordinator_consumer_group_rebalances",
             "Group epoch bumps of consumer groups (KIP-848): each one is a new target "
             "assignment.")
+        share_epochs = CounterMetricFamily(
+            "kafka_coordinator_share_group_rebalances",
+            "Group epoch bumps of share groups (KIP-932; Kafka's share-group-rebalance-count).")
         loading = GaugeMetricFamily("kafka_coordinator_shards_loading",
                                     "Coordinator shards (offsets partitions) still loading.")
         if coordinator is not None:
@@ -150,9 +153,36 @@ class BrokerStateCollector:
             started.add_metric([], getattr(stats, "rebalances_started_total", 0))
             expired.add_metric([], _value(coordinator, "expired_members_total"))
             epochs.add_metric([], getattr(stats, "consumer_group_rebalances_total", 0))
+            share_epochs.add_metric([], getattr(stats, "share_group_rebalances_total", 0))
             loading.add_metric([], len(coordinator.shards_loading))
         yield from (groups, members, group_members, generation, rebalances, started, expired,
-                    epochs, loading)
+                    epochs, share_epochs, loading)
+        yield from self._shares(getattr(self.broker, "shares", None))
+
+    @staticmethod
+    def _shares(shares):
+        """Share partitions at this leader (KIP-932): records acknowledged by type (Kafka's
+        share-group-metrics record-acknowledgement-count, ack-type tag) and in flight by
+        state."""
+        acks = CounterMetricFamily(
+            "kafka_share_group_record_acknowledgements",
+            "Records acknowledged by share consumers, by acknowledgement type.",
+            labels=["ack_type"])
+        in_flight = GaugeMetricFamily(
+            "kafka_share_partition_records_in_flight",
+            "In-flight records of the share partitions this broker leads, by state.",
+            labels=["state"])
+        if shares is not None:
+            for ack_type, n in sorted(shares.acknowledged.items()):
+                acks.add_metric([ack_type], n)
+            counts = {"available": 0, "acquired": 0, "acknowledged": 0, "archived": 0}
+            for partitions in shares.groups.values():
+                for sp in partitions.values():
+                    for record in sp.records.values():
+                        counts[record.state.name.lower()] += 1
+            for state, n in counts.items():
+                in_flight.add_metric([state], n)
+        yield from (acks, in_flight)
 
     @staticmethod
     def _groups(coordinator):

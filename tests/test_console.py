@@ -274,6 +274,55 @@ def test_consumer_protocol_group_shows_epoch_assignor_and_assignment(broker):
         consumer.close()
 
 
+def test_share_group_shows_each_records_state(broker):
+    """A share group (KIP-932): members, and per share partition the start offset, in-flight
+    records by state, delivery counts, owners and lock expiry; rejected records listed as
+    archived."""
+    import confluent_kafka as ck
+    from tests.conformance.test_share_group_conformance import alter_group_configs
+    from tests.support import RawClient
+    topic, group = unique("share"), unique("share-g")
+    create(broker, topic, 1)
+    admin = RawClient(broker.port)
+    alter_group_configs(admin, group, ("share.auto.offset.reset", "earliest", 0))
+    admin.close()
+    produce(broker, topic, [{"value": f"m{i}".encode(), "partition": 0} for i in range(6)])
+    consumer = ck.ShareConsumer({"bootstrap.servers": f"127.0.0.1:{broker.port}",
+                                 "group.id": group, "share.acknowledgement.mode": "explicit"})
+    try:
+        consumer.subscribe([topic])
+        got = []
+        deadline = time.monotonic() + 20
+        while len(got) < 6 and time.monotonic() < deadline:
+            got += [msg for msg in consumer.poll(0.5) if msg.error() is None]
+        assert len(got) == 6
+        for msg in got:     # accept 0-1, reject 2, keep 3-5 acquired
+            if msg.offset() < 3:
+                consumer.acknowledge(msg, ck.AcknowledgeType.REJECT if msg.offset() == 2
+                                     else ck.AcknowledgeType.ACCEPT)
+        consumer.commit_sync(10)
+        summary = get(broker, f"/api/groups?type=share&filter={group}")
+        assert summary["total"] == 1 and summary["items"][0]["type"] == "share"
+        detail = get(broker, f"/api/groups/{group}")
+        assert (detail["type"], detail["state"], detail["assignor"]) == \
+            ("share", "Stable", "simple")
+        [member] = detail["members"]
+        assert member["assignment"] == {topic: [0]}
+        [sp] = detail["share_partitions"]
+        assert (sp["topic"], sp["partition"], sp["start_offset"], sp["end_offset"]) == \
+            (topic, 0, 3, 6)
+        assert sp["counts"] == {"available": 0, "acquired": 3, "acknowledged": 0,
+                                "archived": 0}
+        assert [(r["offset"], r["state"], r["delivery_count"], r["member_id"])
+                for r in sp["records"]] == [(o, "acquired", 1, member["member_id"])
+                                            for o in (3, 4, 5)]
+        assert all(0 < r["lock_expires_in_ms"] <= 30000 for r in sp["records"])
+        # the rejected record is gone from the in-flight records but listed as archived
+        assert sp["archived"] == [{"offset": 2, "delivery_count": 1, "reason": "rejected"}]
+    finally:
+        consumer.close()
+
+
 def test_unknown_group_is_not_found(broker):
     status, body = request(broker, "/api/groups/no-such-group")
     assert status == 404 and "not found" in body["message"]

@@ -2,7 +2,8 @@
 
 The definitions are facts of the protocol; Kafka ships them inside its jars on Maven Central
 (kafka-clients for the wire APIs, kafka-group-coordinator for the __consumer_offsets records,
-kafka-transaction-coordinator for the __transaction_state records).
+kafka-transaction-coordinator for the __transaction_state records, kafka-share-coordinator for
+the __share_group_state records).
 This script resolves those jars with Maven, strips comments and documentation, keeps only the
 messages the broker speaks, and writes one compact JSON file that protocol/schema.py compiles.
 
@@ -46,7 +47,9 @@ APIS = {
     "RenewDelegationToken": None, "ExpireDelegationToken": None,
     "DescribeDelegationToken": None, "DescribeClientQuotas": None, "AlterClientQuotas": None,
     "UpdateFeatures": None, "UnregisterBroker": None, "AddRaftVoter": None,
-    "RemoveRaftVoter": None,
+    "RemoveRaftVoter": None, "ShareGroupHeartbeat": None, "ShareGroupDescribe": None,
+    "ShareFetch": None, "ShareAcknowledge": None, "DescribeShareGroupOffsets": None,
+    "AlterShareGroupOffsets": None, "DeleteShareGroupOffsets": None,
 }
 CLIENT_DATA = ["RequestHeader", "ResponseHeader", "ConsumerProtocolSubscription",
                "ConsumerProtocolAssignment", "EndTxnMarker"]
@@ -55,8 +58,14 @@ COORDINATOR_RECORDS = ["OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey
     f"ConsumerGroup{name}{part}" for name in (
         "Metadata", "MemberMetadata", "TargetAssignmentMetadata", "TargetAssignmentMember",
         "CurrentMemberAssignment", "RegularExpression", "PartitionMetadata")
+    for part in ("Key", "Value")] + [
+    f"ShareGroup{name}{part}" for name in (
+        "Metadata", "MemberMetadata", "TargetAssignmentMetadata", "TargetAssignmentMember",
+        "CurrentMemberAssignment", "StatePartitionMetadata")
     for part in ("Key", "Value")]
 TRANSACTION_RECORDS = ["TransactionLogKey", "TransactionLogValue"]
+SHARE_STATE_RECORDS = ["ShareSnapshotKey", "ShareSnapshotValue", "ShareUpdateKey",
+                       "ShareUpdateValue"]
 KEEP_KEYS = {"name", "type", "versions", "nullableVersions", "taggedVersions", "tag", "default",
              "ignorable", "fields", "flexibleVersions", "mapKey"}
 
@@ -113,6 +122,9 @@ def main() -> int:
             messages[name] = clean(read_definition(jar, name))
     with zipfile.ZipFile(resolve_jar("kafka-transaction-coordinator")) as jar:
         for name in TRANSACTION_RECORDS:
+            messages[name] = clean(read_definition(jar, name))
+    with zipfile.ZipFile(resolve_jar("kafka-share-coordinator")) as jar:
+        for name in SHARE_STATE_RECORDS:
             messages[name] = clean(read_definition(jar, name))
     doc = {"kafkaVersion": KAFKA_VERSION, "messages": messages}
     OUT.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")

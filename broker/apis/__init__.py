@@ -73,6 +73,13 @@ SERVED = {
     "ConsumerGroupDescribe": (0, 1),
     "ListConfigResources": (0, 1),
     "DescribeTopicPartitions": (0, 0),
+    "ShareGroupHeartbeat": (1, 1),
+    "ShareGroupDescribe": (1, 1),
+    "ShareFetch": (1, 2),
+    "ShareAcknowledge": (1, 2),
+    "DescribeShareGroupOffsets": (0, 1),
+    "AlterShareGroupOffsets": (0, 0),
+    "DeleteShareGroupOffsets": (0, 0),
 }
 
 #: where ApiVersions lists more than is served: Produce from v0, as Kafka 4 lists it

@@ -7,13 +7,14 @@ from protocol.errors import ErrorCode
 from protocol.messages import AlterConfigsResponse
 
 from ..broker_configs import SET, BrokerConfigError
+from ..coordinator.group_configs import GroupConfigError
 from ..security.authorizer import AclOperation
 from ..topic_configs import TOPIC_CONFIGS, validate_topic_config
 from .describe_configs import config_resource_denied
 
 NAME = "AlterConfigs"
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 
 Result = AlterConfigsResponse.AlterConfigsResourceResponse
 
@@ -83,6 +84,10 @@ def alter_each(broker, ctx, request, changes_for) -> list[tuple[ErrorCode, str |
                 alter_broker(broker, res, request.validate_only, replace=changes_for is _whole_set)
                 answers.append((ErrorCode.NONE, None))
                 continue
+            if res.resource_type == GROUP:
+                alter_group(broker, res, request.validate_only, replace=changes_for is _whole_set)
+                answers.append((ErrorCode.NONE, None))
+                continue
             topic = check_resource(broker, res.resource_type, res.resource_name)
             apply(broker, topic, changes_for(broker, topic, res.configs), request.validate_only)
             answers.append((ErrorCode.NONE, None))
@@ -100,6 +105,26 @@ def alter_broker(broker, res, validate_only: bool, replace: bool) -> None:
         broker.topics.broker_configs.alter(res.resource_name, changes, replace=replace,
                                            validate_only=validate_only)
     except BrokerConfigError as exc:
+        raise ConfigError(exc.code, exc.message) from None
+
+
+def alter_group(broker, res, validate_only: bool, replace: bool) -> None:
+    """A GROUP resource (type 32): the group's own configs (broker/coordinator/group_configs.py),
+    set, deleted (back to the default) or, with AlterConfigs, replaced as a whole set."""
+    changes: dict[str, str | None] = {}
+    for c in res.configs:
+        op = getattr(c, "config_operation", 0)
+        if c.name in changes:
+            raise ConfigError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+        if op in (2, 3):
+            verb = "APPEND" if op == 2 else "SUBTRACT"
+            raise ConfigError(ErrorCode.INVALID_CONFIG, f"Can't {verb} to key {c.name} "
+                              "because its type is not LIST.")
+        changes[c.name] = None if op == 1 else c.value
+    try:
+        broker.group_configs.alter(res.resource_name, changes, replace=replace,
+                                   validate_only=validate_only)
+    except GroupConfigError as exc:
         raise ConfigError(exc.code, exc.message) from None
 
 

@@ -37,9 +37,11 @@ def features(config) -> tuple[list, list]:
     finalized_cls = ApiVersionsResponse.FinalizedFeatureKey
     group_version = 1 if "consumer" in config["group.coordinator.rebalance.protocols"] else 0
     supported = [supported_cls(name="group.version", min_version=0, max_version=1),
-                 supported_cls(name="transaction.version", min_version=0, max_version=2)]
+                 supported_cls(name="transaction.version", min_version=0, max_version=2),
+                 supported_cls(name="share.version", min_version=0, max_version=1)]
     finalized = [finalized_cls(name="transaction.version", min_version_level=2,
-                               max_version_level=2)]
+                               max_version_level=2),
+                 finalized_cls(name="share.version", min_version_level=1, max_version_level=1)]
     if group_version:
         finalized.append(finalized_cls(name="group.version", min_version_level=group_version,
                                        max_version_level=group_version))

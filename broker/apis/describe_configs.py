@@ -47,6 +47,19 @@ def _broker_entries(broker, name: str, keys, synonyms: bool):
             for e in broker.topics.broker_configs.describe(name, keys)]
 
 
+#: ConfigEntry types of DescribeConfigs (Kafka's ConfigType ids)
+_GROUP_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3}
+
+
+def _group_entries(broker, group_id: str, keys, synonyms: bool):
+    """A group's configs (broker/coordinator/group_configs.py), for any group id, as Kafka."""
+    return [Entry(name=name, value=value, read_only=False, config_source=source,
+                  is_sensitive=False, config_type=_GROUP_TYPES[ctype], documentation=None,
+                  synonyms=[Synonym(name=n, value=v, source=src) for n, v, src in syns]
+                  if synonyms else [])
+            for name, value, source, ctype, syns in broker.group_configs.describe(group_id, keys)]
+
+
 #: config resource type -> (the ACL resource whose configs it is, the error when denied)
 _ACL_RESOURCES = {
     TOPIC: (ResourceType.TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
@@ -105,6 +118,8 @@ def handle(broker, ctx, request, respond) -> None:
                                       configs=[]))
                 continue
             configs = _broker_entries(broker, res.resource_name, keys, request.include_synonyms)
+        elif res.resource_type == GROUP:
+            configs = _group_entries(broker, res.resource_name, keys, request.include_synonyms)
         else:
             results.append(Result(error_code=ErrorCode.INVALID_REQUEST,
                                   error_message=f"Unsupported resource type {res.resource_type}",

@@ -409,7 +409,7 @@ def group_list(broker, query: dict, lag_history: "LagHistory", shown=_everything
         if group.state.value == "Dead" or not _matches(group.group_id, text) or \
                 not shown(group.group_id):
             continue
-        group_type = "consumer" if isinstance(group, ConsumerGroup) else "classic"
+        group_type = getattr(group, "group_type", "classic")
         if kind and kind != group_type or state and group.state.value.lower() != state:
             continue
         chosen.append(group)
@@ -423,13 +423,13 @@ def group_list(broker, query: dict, lag_history: "LagHistory", shown=_everything
 
 
 def _group_summary(group, ends: dict, now: int, lag_history: "LagHistory") -> dict:
-    consumer = isinstance(group, ConsumerGroup)
+    group_type = getattr(group, "group_type", "classic")
     lag = _lag(group, ends)
     lag_history.sample(group.group_id, now, lag)
-    return {"group_id": group.group_id, "type": "consumer" if consumer else "classic",
+    return {"group_id": group.group_id, "type": group_type,
             "state": group.state.value, "protocol_type": group.protocol_type or "",
             "members": len(group.members),
-            "generation": group.group_epoch if consumer else group.generation_id,
+            "generation": group.generation_id if group_type == "classic" else group.group_epoch,
             "lag": lag}
 
 
@@ -444,7 +444,8 @@ def group_detail(broker, group_id: str, lag_history: "LagHistory",
         raise NotFound(f"Group {group_id} not found.")
     now = broker.clock()
     ends = _ends(broker, topics)
-    consumer = isinstance(group, ConsumerGroup)
+    group_type = getattr(group, "group_type", "classic")
+    consumer = group_type != "classic"   # consumer (KIP-848) and share (KIP-932) members
     members = [_consumer_member(broker, mm) if consumer else _classic_member(group, mm)
                for mm in group.members.values()]
     owners = {}
@@ -470,18 +471,52 @@ def group_detail(broker, group_id: str, lag_history: "LagHistory",
                             "metadata": None, "member_id": member_id, "commit_timestamp": None})
     lag = _lag(group, ends)
     lag_history.sample(group_id, now, lag)
-    out = {"group_id": group_id, "type": "consumer" if consumer else "classic",
+    out = {"group_id": group_id, "type": group_type,
            "state": group.state.value, "protocol_type": group.protocol_type or "",
            "members": members, "offsets": offsets, "lag": lag,
            "lag_history": lag_history.of(group_id),
            "rebalances": broker.coordinator.stats.history.of(group_id, now),
            "coordinator_partition": shard.partition}
-    if consumer:
+    if group_type == "share":
+        out.update(group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+                   assignor="simple", share_partitions=share_partitions(broker, group_id, now))
+    elif consumer:
         out.update(group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
                    assignor=_consumer_assignor(broker, group))
     else:
         out.update(generation=group.generation_id, protocol=group.protocol_name,
                    leader=group.leader_id)
+    return out
+
+
+#: in-flight records listed per share partition (the counts cover all of them)
+SHARE_RECORDS_SHOWN = 200
+
+
+def share_partitions(broker, group_id: str, now: int) -> list[dict]:
+    """What a share group did with each record of its share partitions (KIP-932): the start
+    offset, the in-flight records by state, and each in-flight record's state, delivery count,
+    owner and lock expiry, archived ones included, so a user sees why a record stopped coming."""
+    out = []
+    for (topic_id, index), sp in sorted(broker.shares.partitions_of(group_id).items(),
+                                        key=lambda kv: (str(kv[0][0]), kv[0][1])):
+        topic = broker.topics.by_id.get(topic_id)
+        counts = {"available": 0, "acquired": 0, "acknowledged": 0, "archived": 0}
+        records = []
+        for offset, state, delivered, member, deadline in sp.in_flight():
+            counts[state.name.lower()] += 1
+            if len(records) < SHARE_RECORDS_SHOWN:
+                records.append({"offset": offset, "state": state.name.lower(),
+                                "delivery_count": delivered, "member_id": member,
+                                "lock_expires_in_ms": max(0, deadline - now)
+                                if member is not None else None})
+        out.append({"topic": topic.name if topic is not None else str(topic_id),
+                    "partition": index, "start_offset": sp.start_offset,
+                    "end_offset": sp.next_offset, "counts": counts, "records": records,
+                    "delivery_count_limit": sp.delivery_count_limit,
+                    "lock_duration_ms": sp.lock_duration_ms,
+                    "archived": [{"offset": o, "delivery_count": n, "reason": why}
+                                 for o, n, why in reversed(sp.archived)]})
     return out
 
 

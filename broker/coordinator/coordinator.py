@@ -43,6 +43,7 @@ from .consumer.group import ConsumerGroup, GroupError
 from .runtime import CoordinatorRuntime, settings_from
 from .context import Stats
 from .shard import GroupCoordinatorShard
+from .share.group import ShareGroup
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -79,6 +80,9 @@ class CoordinatorConfig:
     group_coordinator_rebalance_protocols: tuple = kafka_default(
         "group.coordinator.rebalance.protocols")
     group_consumer_migration_policy: str = kafka_default("group.consumer.migration.policy")
+    group_share_heartbeat_interval_ms: int = kafka_default("group.share.heartbeat.interval.ms")
+    group_share_session_timeout_ms: int = kafka_default("group.share.session.timeout.ms")
+    group_share_max_size: int = kafka_default("group.share.max.size")
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -183,6 +187,14 @@ class GroupCoordinator(CoordinatorRuntime):
             shard.consumer.flush_joins(key)
         return shard
 
+    def set_share_listener(self, listener, group_config=None) -> None:
+        """Who hears of share-group members leaving and share groups deleted (the broker's
+        share partitions, share/leader.py), and where a group's own configs are read
+        (``group_config(group_id) -> mapping``, group_configs.py)."""
+        for shard in self.shards:
+            shard.share.listener = listener
+            shard.share.group_config = group_config
+
     def _persist(self, partition: int, records: list, on_done, **kwargs) -> None:
         self.persist(partition, records, on_done, **kwargs)
 
@@ -259,6 +271,11 @@ class GroupCoordinator(CoordinatorRuntime):
                                                      member_id=request.member_id)
             return
         group = shard.groups.get(request.group_id)
+        if isinstance(group, ShareGroup) and group.state is not GroupState.DEAD:
+            # Kafka's classicGroupJoin: a group of another type that is not a consumer group
+            make_join_callback(respond, api_version)(error=E.INCONSISTENT_GROUP_PROTOCOL,
+                                                     member_id="")
+            return
         if isinstance(group, ConsumerGroup) and group.state is not GroupState.DEAD:
             if group.members:
                 self._classic_join_to_consumer_group(shard, group, request, api_version,
@@ -286,6 +303,9 @@ class GroupCoordinator(CoordinatorRuntime):
             make_sync_callback(respond, api_version)(error=E.REBALANCE_IN_PROGRESS)
             return
         group = shard.groups.get(request.group_id)
+        if isinstance(group, ShareGroup):
+            make_sync_callback(respond, api_version)(error=E.UNKNOWN_MEMBER_ID)
+            return
         if isinstance(group, ConsumerGroup):
             callback = make_sync_callback(respond, api_version)
             try:
@@ -304,6 +324,8 @@ class GroupCoordinator(CoordinatorRuntime):
             # while loading, answer blindly (as Kafka does): the member is not known yet
             if shard.loading:
                 error = E.NONE
+            elif isinstance(shard.groups.get(request.group_id), ShareGroup):
+                error = E.UNKNOWN_MEMBER_ID
             elif isinstance(shard.groups.get(request.group_id), ConsumerGroup):
                 try:
                     error = shard.consumer.classic_members.heartbeat(
@@ -327,6 +349,8 @@ class GroupCoordinator(CoordinatorRuntime):
             shard = self.shard_for(request.group_id)
             if shard.loading:
                 top, results = E.COORDINATOR_LOAD_IN_PROGRESS, []
+            elif isinstance(shard.groups.get(request.group_id), ShareGroup):
+                top, results = E.UNKNOWN_MEMBER_ID, []
             elif isinstance(shard.groups.get(request.group_id), ConsumerGroup):
                 records, results = shard.consumer.classic_members.leave(
                     shard.groups[request.group_id], identities)
@@ -440,6 +464,52 @@ class GroupCoordinator(CoordinatorRuntime):
                     else AUTHORIZED_OPERATIONS_OMITTED
             out.append(described)
         respond(m.ConsumerGroupDescribeResponse(groups=out))
+
+    # ================================================================== ShareGroupHeartbeat
+    def share_group_heartbeat(self, request, api_version: int, context,
+                              respond: Callable) -> None:
+        """KIP-932: join (epoch 0), heartbeat, leave (epoch -1) a share group
+        (share/manager.py); the session timeout restarts once the answer's records are
+        stored."""
+        shard = self.shard_for(request.group_id or "")
+        if shard.loading:
+            respond(m.ShareGroupHeartbeatResponse(
+                error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS), member_epoch=0))
+            return
+        share = shard.share
+        records, response = share.heartbeat(request, _client_id(context), _client_host(context))
+
+        def stored(error) -> None:
+            if error != E.NONE:
+                respond(m.ShareGroupHeartbeatResponse(error_code=int(error), member_epoch=0))
+                return
+            if response.error_code == 0 and response.member_epoch > 0:
+                share.schedule_session(request.group_id, request.member_id)
+            respond(response)
+
+        share.store(request.group_id, records, stored)
+
+    # ================================================================== ShareGroupDescribe
+    def share_group_describe(self, request, api_version: int, context,
+                             respond: Callable) -> None:
+        out = []
+        include_ops = bool(request.include_authorized_operations)
+        cls = m.ShareGroupDescribeResponse.DescribedGroup
+        for group_id in request.group_ids:
+            if not group_id:
+                out.append(cls(error_code=int(E.INVALID_GROUP_ID), group_id=group_id))
+                continue
+            shard = self.shard_for(group_id)
+            if shard.loading:
+                out.append(cls(error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS),
+                               group_id=group_id))
+                continue
+            described = shard.share.describe(group_id)
+            if described.error_code == 0:
+                described.authorized_operations = GROUP_AUTHORIZED_OPERATIONS if include_ops \
+                    else AUTHORIZED_OPERATIONS_OMITTED
+            out.append(described)
+        respond(m.ShareGroupDescribeResponse(groups=out))
 
     # ================================================================== OffsetCommit
     def offset_commit(self, request, api_version: int, context, respond: Callable) -> None:
@@ -565,7 +635,8 @@ class GroupCoordinator(CoordinatorRuntime):
                 out.append(cls(error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS), group_id=group_id))
                 continue
             group = shard.groups.get(group_id)
-            if isinstance(group, ConsumerGroup) and group.state is not GroupState.DEAD:
+            if isinstance(group, (ConsumerGroup, ShareGroup)) and \
+                    group.state is not GroupState.DEAD:
                 # Kafka describes only classic groups here: a consumer group is not found
                 described = cls(group_id=group_id, group_state=GroupState.DEAD.value)
                 if api_version >= 6:

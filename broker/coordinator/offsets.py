@@ -159,6 +159,8 @@ class OffsetMetadataManager:
         member_id = (request.member_id if version >= 3 else "") or ""
         instance_id = request.group_instance_id if version >= 3 else None
         group = self.shard.groups.get(group_id)
+        if getattr(group, "group_type", None) == "share":
+            return E.GROUP_ID_NOT_FOUND, None
         if group is None or group.state is DEAD:
             if generation >= 0:
                 return E.ILLEGAL_GENERATION, None
@@ -204,6 +206,9 @@ class OffsetMetadataManager:
             respond(results)
 
         group = self.shard.groups.get(group_id)
+        if getattr(group, "group_type", None) == "share":
+            fail(E.GROUP_ID_NOT_FOUND)   # a share group keeps no committed offsets
+            return
         if group is None:
             if generation >= 0:
                 # v9+ knows GROUP_ID_NOT_FOUND; older clients get ILLEGAL_GENERATION

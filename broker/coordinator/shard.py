@@ -34,6 +34,9 @@ from .group import DEAD, EMPTY, GroupMetadata
 from .offsets import OffsetMetadataManager
 from .records import append_error
 from .runtime import NO_PRODUCER_ID, CoordinatorShard
+from .share import records as srec
+from .share.group import ShareGroup
+from .share.manager import ShareGroupManager
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -63,6 +66,7 @@ class GroupCoordinatorShard(CoordinatorShard):
         self.offsets = OffsetMetadataManager(self)
         self.classic = ClassicGroupManager(self)
         self.consumer = ConsumerGroupManager(self)
+        self.share = ShareGroupManager(self)
 
     # ------------------------------------------------------------------ the state machine
     def replay(self, key: bytes, value: bytes | None, replay: bool = False,
@@ -73,9 +77,12 @@ class GroupCoordinatorShard(CoordinatorShard):
         if record_type in crec.RECORD_TYPES:
             self.consumer.replay(crec.decode_key(record_type, key), value, replay)
             return
+        if record_type in srec.RECORD_TYPES:
+            self.share.replay(srec.decode_key(record_type, key), value, replay)
+            return
         k = rec.decode_key(key)
         if k is None:
-            return  # a record of another group type (share and streams groups): not ours
+            return  # a record of another group type (streams groups): not ours
         if isinstance(k, rec.OffsetKey):
             offset = None if value is None else rec.decode_offset_commit_value(value)
             if producer_id != NO_PRODUCER_ID:
@@ -92,6 +99,7 @@ class GroupCoordinatorShard(CoordinatorShard):
 
     def after_apply(self) -> None:
         self.consumer.settle_states()
+        self.share.settle_states()
 
     # ------------------------------------------------------------------ loading
     def on_loaded(self) -> None:
@@ -112,6 +120,8 @@ class GroupCoordinatorShard(CoordinatorShard):
         for group in list(self.groups.values()):
             if isinstance(group, ConsumerGroup):
                 self.consumer.unload_group(group)
+            elif isinstance(group, ShareGroup):
+                self.share.unload_group(group)
             else:
                 self.classic.unload_group(group, error)
             group.state = DEAD
@@ -119,11 +129,13 @@ class GroupCoordinatorShard(CoordinatorShard):
         self.offsets.unload()
 
     def _protocol(self, group):
-        return self.consumer if isinstance(group, ConsumerGroup) else self.classic
+        if isinstance(group, ConsumerGroup):
+            return self.consumer
+        return self.share if isinstance(group, ShareGroup) else self.classic
 
     def maybe_drop_transient_group(self, group: GroupMetadata) -> None:
         """A group that exists only because a join started it and that holds nothing."""
-        if (group.state is EMPTY and not isinstance(group, ConsumerGroup)
+        if (group.state is EMPTY and not isinstance(group, (ConsumerGroup, ShareGroup))
                 and not group.members and not group.pending_members
                 and not group.has_offsets() and not group.persisted
                 and self.groups.get(group.group_id) is group):
@@ -136,7 +148,7 @@ class GroupCoordinatorShard(CoordinatorShard):
         for group in self.groups.values():
             if group.state is DEAD:
                 continue
-            group_type = "consumer" if isinstance(group, ConsumerGroup) else "classic"
+            group_type = getattr(group, "group_type", "classic")
             if types and group_type not in types:
                 continue
             if states and group.state.value.lower() not in states:
@@ -162,6 +174,9 @@ class GroupCoordinatorShard(CoordinatorShard):
                     records.append(rec.offset_commit_tombstone(group_id, topic, partition))
                 if isinstance(group, ConsumerGroup):
                     records.extend(self.consumer.group_tombstones(group))
+                    group.state = DEAD
+                elif isinstance(group, ShareGroup):
+                    records.extend(self.share.group_tombstones(group))
                     group.state = DEAD
                 else:
                     records.append(rec.group_metadata_tombstone(group_id))

@@ -998,3 +998,47 @@ def test_regex_subscription_leaves_out_refused_topics(acl_target, clients, denie
     refused.call(H(group_id=group, member_id=member, member_epoch=-1, instance_id=None,
                    rack_id=None, rebalance_timeout_ms=-1, subscribed_topic_names=None,
                    subscribed_topic_regex=None, server_assignor=None, topic_partitions=None), 1)
+
+
+def test_share_group_apis(acl_target, clients, denied):
+    """Share groups (KIP-932): READ on the group for ShareGroupHeartbeat, ShareFetch and
+    ShareAcknowledge, DESCRIBE on every subscribed topic, READ on each fetched topic, DESCRIBE on
+    the group for ShareGroupDescribe and DescribeShareGroupOffsets."""
+    from protocol.messages import (DescribeShareGroupOffsetsRequest, ShareAcknowledgeRequest,
+                                   ShareFetchRequest, ShareGroupDescribeRequest,
+                                   ShareGroupHeartbeatRequest)
+    admin, refused = clients
+    group, ok_group, topic = denied["group"], denied["ok_group"], denied["topic"]
+    topic_id = admin.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
+        name=topic)], allow_auto_topic_creation=False), 12).topics[0].topic_id
+    H = ShareGroupHeartbeatRequest
+    beat = refused.call(H(group_id=group, member_id="m-" + unique("x")[-8:], member_epoch=0,
+                          rack_id=None, subscribed_topic_names=[denied["ok_topic"]]), 1)
+    assert beat.error_code == E.GROUP_AUTHORIZATION_FAILED
+    beat = refused.call(H(group_id=ok_group, member_id="m-" + unique("x")[-8:], member_epoch=0,
+                          rack_id=None, subscribed_topic_names=[topic]), 1)
+    assert beat.error_code == E.TOPIC_AUTHORIZATION_FAILED
+    described = refused.call(ShareGroupDescribeRequest(group_ids=[group],
+                                                       include_authorized_operations=False), 1)
+    assert [(g.group_id, g.error_code) for g in described.groups] == [
+        (group, E.GROUP_AUTHORIZATION_FAILED)]
+    F = ShareFetchRequest
+    fetch = dict(member_id="m1", share_session_epoch=0, max_wait_ms=0, min_bytes=1,
+                 max_bytes=1024, max_records=10, batch_size=10, forgotten_topics_data=[],
+                 topics=[F.FetchTopic(topic_id=topic_id, partitions=[
+                     F.FetchPartition(partition_index=0, acknowledgement_batches=[])])])
+    answer = refused.call(F(group_id=group, **fetch), 1)
+    assert answer.error_code == E.GROUP_AUTHORIZATION_FAILED
+    answer = refused.call(F(group_id=ok_group, **fetch), 1)
+    assert answer.error_code == E.NONE
+    assert [(p.partition_index, p.error_code) for t in answer.responses
+            for p in t.partitions] == [(0, E.TOPIC_AUTHORIZATION_FAILED)]
+    A = ShareAcknowledgeRequest
+    acked = refused.call(A(group_id=group, member_id="m1", share_session_epoch=1,
+                           topics=[]), 1)
+    assert acked.error_code == E.GROUP_AUTHORIZATION_FAILED
+    D = DescribeShareGroupOffsetsRequest
+    offsets = refused.call(D(groups=[D.DescribeShareGroupOffsetsRequestGroup(
+        group_id=group, topics=None)]), 1)
+    assert [(g.group_id, g.error_code, g.error_message, g.topics) for g in offsets.groups] == [
+        (group, E.GROUP_AUTHORIZATION_FAILED, None, [])]

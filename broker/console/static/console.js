@@ -302,6 +302,7 @@ function groupView(root, groupId) {
   const members = h("div", {id: "group-members"});
   const offsets = h("div", {id: "group-offsets"});
   const history = h("div", {id: "group-history"});
+  const shared = h("div", {id: "share-partitions"});
   const to = h("select", {id: "reset-to"},
     ["earliest", "latest", "timestamp"].map(x => h("option", {value: x}, "to " + x)));
   const when = h("input", {id: "reset-timestamp", placeholder: "time (ms / ISO)"});
@@ -309,7 +310,7 @@ function groupView(root, groupId) {
   fill(root, h("h1", {}, "Group ", h("span", {id: "group-id"}, groupId)), cards,
     h("h2", {}, "Lag over time"), chart,
     h("h2", {}, "Members"), members,
-    h("h2", {}, "Committed offsets and lag"), offsets,
+    h("h2", {}, "Committed offsets and lag"), offsets, shared,
     actions && h("h2", {}, "Actions"),
     actions && actionForm("reset", [to, when, topic], "Reset offsets", () => {
       const body = {to: to.value};
@@ -328,8 +329,9 @@ function groupView(root, groupId) {
     h("h2", {}, "Rebalance history"), history);
   return async () => {
     const g = await api(`groups/${enc(groupId)}`);
-    const consumer = g.type === "consumer";
-    fill(cards, [["State", pill(g.state)], ["Protocol", consumer ? "consumer (KIP-848)" : "classic"],
+    const consumer = g.type === "consumer" || g.type === "share";
+    const protocol = {consumer: "consumer (KIP-848)", share: "share (KIP-932)"}[g.type] || "classic";
+    fill(cards, [["State", pill(g.state)], ["Protocol", protocol],
       [consumer ? "Assignor" : "Assignor (protocol)", consumer ? g.assignor : g.protocol || "—"],
       [consumer ? "Group epoch" : "Generation", consumer ? g.group_epoch : g.generation],
       ["Members", g.members.length], ["Lag", h("span", {id: "group-lag"}, g.lag)]]
@@ -348,7 +350,32 @@ function groupView(root, groupId) {
         h("td", {}, o.topic), num(o.partition), num(o.committed), num(o.end_offset),
         num(o.lag), h("td", {}, o.member_id ?? "—")))));
     fill(history, timeline(g.rebalances));
+    fill(shared, g.type === "share" ? sharePartitions(g.share_partitions) : null);
   };
+}
+
+/* A share group's share partitions: start offset, in-flight records by state, and each
+   record's state, deliveries, owner and lock expiry (archived ones too). */
+function sharePartitions(parts) {
+  const dash = v => v === null || v === undefined ? "—" : String(v);
+  return [h("h2", {}, "Share partitions"),
+    table("share-partitions-table",
+      ["Topic", "Partition ", "Start offset ", "End offset ", "Available ", "Acquired ",
+       "Accepted ", "Archived "],
+      parts.map(p => h("tr", {"data-tp": `${p.topic}-${p.partition}`}, h("td", {}, p.topic),
+        num(p.partition), num(p.start_offset), num(p.end_offset), num(p.counts.available),
+        num(p.counts.acquired), num(p.counts.acknowledged), num(p.counts.archived)))),
+    h("h2", {}, "In-flight records"),
+    table("share-records-table",
+      ["Topic", "Partition ", "Offset ", "State", "Deliveries ", "Member", "Lock expires in ms "],
+      parts.flatMap(p => p.records.map(r => h("tr", {"data-record": `${p.topic}-${p.partition}-${r.offset}`},
+        h("td", {}, p.topic), num(p.partition), num(r.offset), h("td", {}, pill(r.state)),
+        h("td", {class: "num"}, `${r.delivery_count} of ${p.delivery_count_limit}`),
+        h("td", {}, dash(r.member_id)), h("td", {class: "num"}, dash(r.lock_expires_in_ms)))))),
+    h("h2", {}, "Archived records (latest first)"),
+    table("share-archived-table", ["Topic", "Partition ", "Offset ", "Deliveries ", "Why"],
+      parts.flatMap(p => p.archived.map(a => h("tr", {}, h("td", {}, p.topic), num(p.partition),
+        num(a.offset), num(a.delivery_count), h("td", {}, a.reason)))))];
 }
 
 // ---------------------------------------------------------------- broker
