@@ -35,8 +35,11 @@ def handle(broker, ctx, request, respond) -> None:
         return
     resources = []
     # no client metrics subscription exists (the broker takes no such config), so that type
-    # lists nothing; the rest in Kafka's order of types, then the groups with configs of their
-    # own (broker/coordinator/group_configs.py)
+    # lists nothing; the rest in Kafka 4.3.1's order: the groups with configs of their own
+    # (broker/coordinator/group_configs.py), then by type
+    if GROUP in wanted:
+        resources += [Resource(resource_name=name, resource_type=GROUP)
+                      for name in sorted(broker.group_configs.configs)]
     if BROKER_LOGGER in wanted:
         resources += [Resource(resource_name=str(n), resource_type=BROKER_LOGGER)
                       for n in broker_ids(broker)]
@@ -46,7 +49,4 @@ def handle(broker, ctx, request, respond) -> None:
     if TOPIC in wanted:
         resources += [Resource(resource_name=name, resource_type=TOPIC)
                       for name in broker.topics.topics]
-    if GROUP in wanted:
-        resources += [Resource(resource_name=name, resource_type=GROUP)
-                      for name in sorted(broker.group_configs.configs)]
     respond(ListConfigResourcesResponse(error_code=ErrorCode.NONE, config_resources=resources))

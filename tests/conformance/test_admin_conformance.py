@@ -809,7 +809,10 @@ def test_list_config_resources(target, client):
                                      for r in response.config_resources]
 
     assert listed([], 0) == (E.NONE, [])        # v0: client metrics subscriptions, none here
-    assert listed([16, 32]) == (E.NONE, [])     # no subscription, no group with configs
+    # no client metrics subscription; groups only where a scenario gave one its own configs
+    # (the share-group scenarios do: the brokers are shared by the session)
+    error, groups = listed([16, 32])
+    assert error == E.NONE and all(rtype == 32 for rtype, _ in groups)
     assert listed([4, 8]) == (E.NONE, [(8, node), (4, node)])
     error, resources = listed([2])
     assert error == E.NONE and len(resources) == len(set(resources))
@@ -817,6 +820,9 @@ def test_list_config_resources(target, client):
         (n, t) for t, n in resources)
     error, every = listed([])                   # every type version 1 knows
     assert error == E.NONE
-    assert every[:2] == [(8, node), (4, node)] and sorted(every[2:]) == sorted(resources)
+    # Kafka's order: the groups with configs, this broker's logger and configs, the topics
+    assert every[:len(groups)] == groups
+    assert every[len(groups):len(groups) + 2] == [(8, node), (4, node)]
+    assert sorted(every[len(groups) + 2:]) == sorted(resources)
     for unknown in ([1], [2, 99], [0]):
         assert listed(unknown) == (E.UNSUPPORTED_VERSION, [])
