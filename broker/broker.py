@@ -20,6 +20,7 @@ from .security.authorization import Authorization
 from .server import Server
 from .faults import Faults
 from .cluster import Cluster
+from .client_quotas import ClientQuotas
 from .timer import AsyncioTimerDriver
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager
 from .transaction_state_topic import (TRANSACTION_STATE_CONFIGS, build_transaction_coordinator,
@@ -55,6 +56,9 @@ class Broker:
         if added:
             log.info("SCRAM credentials added from sasl.scram.bootstrap.credentials", count=added)
         self.sasl = SaslServers(config, self.scram_credentials, self.clock)
+        #: quotas of users, client ids and IPs (AlterClientQuotas) and their rates
+        self.client_quotas = ClientQuotas(config["log.dirs"], config["quota.window.num"],
+                                          config["quota.window.size.seconds"])
         self.server = Server(self)
         self.producer_ids = ProducerIdManager(config["log.dirs"])
         self.ready = False

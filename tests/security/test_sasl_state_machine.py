@@ -12,6 +12,7 @@ import pytest
 from prometheus_client import generate_latest
 from structlog.testing import capture_logs
 
+from broker.client_quotas import ClientQuotas
 from broker.cluster import Cluster
 from broker.config import BrokerConfig
 from broker.metrics import Metrics
@@ -43,6 +44,7 @@ def make_broker(**settings):
                              advertised=lambda _listener, _node=None: ("localhost", 9092))
     broker.metrics = Metrics(broker)
     broker.faults = Faults(broker)
+    broker.client_quotas = ClientQuotas(None)
     broker.scram_credentials = ScramCredentialStore(None)
     broker.scram_credentials.bootstrap(config["sasl.scram.bootstrap.credentials"])
     broker.sasl = SaslServers(config, broker.scram_credentials, clock)
