@@ -183,11 +183,29 @@ SENSOR_IDLE_MS = 3600 * 1000
 MAX_SENSORS = 10000
 
 
+class TokenBucket:
+    """Kafka's TokenBucket (KIP-599), for controller_mutation_rate: it holds up to ``quota.window.num
+    x quota.window.size.seconds x quota`` tokens, refills at the quota per second, starts full,
+    and each mutation (a partition created or deleted) takes one; below zero the client is over
+    its quota."""
+
+    __slots__ = ("tokens", "last_ms")
+
+    def __init__(self) -> None:
+        self.tokens = 0.0
+        self.last_ms = 0  # refilled from the epoch at first use: full
+
+    def refill(self, quota: float, burst: float, now: int) -> float:
+        self.tokens = min(burst, self.tokens + quota * (now - self.last_ms) / 1000.0)
+        self.last_ms = now
+        return self.tokens
+
+
 class Sensor:
     __slots__ = ("rate", "last_ms", "throttle_ms_total")
 
-    def __init__(self, rate: SampledRate, now: int) -> None:
-        self.rate = rate
+    def __init__(self, rate, now: int) -> None:
+        self.rate = rate  # a SampledRate, or a TokenBucket for controller mutations
         self.last_ms = now
         self.throttle_ms_total = 0
 
@@ -253,12 +271,15 @@ class QuotaManager:
                 found = q(k, _ABSENT, None)
         return found
 
+    def _new_stat(self):
+        return SampledRate(self.samples, self.window_ms)
+
     def _sensor(self, tags, now: int) -> Sensor:
         sensor = self.sensors.get(tags)
         if sensor is None:
             if len(self.sensors) >= MAX_SENSORS:
                 self._expire(now)
-            sensor = self.sensors[tags] = Sensor(SampledRate(self.samples, self.window_ms), now)
+            sensor = self.sensors[tags] = Sensor(self._new_stat(), now)
         sensor.last_ms = now
         return sensor
 
@@ -308,6 +329,61 @@ class QuotaManager:
         return bound * (self.samples - 1) * self.window_ms / 1000.0
 
 
+class MutationQuotaManager(QuotaManager):
+    """Kafka's ControllerMutationQuotaManager: controller_mutation_rate, a token bucket per
+    resolved entity (same precedence as the other quotas)."""
+
+    def _new_stat(self):
+        return TokenBucket()
+
+    def quota_for(self, user: str, client_id: str, strict: bool, now: int):
+        """The quota of one request (None: no quota applies): strict from CreateTopics v6,
+        CreatePartitions v3 and DeleteTopics v5 on, as Kafka's newQuotaFor decides."""
+        if not self.enabled:
+            return None
+        tags = self.metric_tags(user, client_id)
+        bound = self.bound(tags)
+        if bound is None:
+            return None
+        return MutationQuota(self._sensor(tags, now), bound,
+                             self.samples * self.window_ms / 1000.0 * bound, strict, now)
+
+
+class MutationQuota:
+    """One request's controller mutation quota (Kafka's Strict/PermissiveControllerMutationQuota).
+    Strict: a mutation while the bucket is already below zero is refused
+    (THROTTLING_QUOTA_EXCEEDED) and the request is throttled ``-tokens / quota`` seconds; one
+    that takes the bucket below zero still passes. Permissive (older versions): every mutation
+    passes and the request is throttled once the bucket is below zero."""
+
+    __slots__ = ("sensor", "bound", "burst", "strict", "now", "throttle_ms")
+
+    def __init__(self, sensor: Sensor, bound: float, burst: float, strict: bool,
+                 now: int) -> None:
+        self.sensor = sensor
+        self.bound = bound
+        self.burst = burst
+        self.strict = strict
+        self.now = now
+        self.throttle_ms = 0
+
+    def _owed(self, tokens: float) -> None:
+        self.throttle_ms = round(-tokens / self.bound * 1000)
+        self.sensor.throttle_ms_total += self.throttle_ms
+
+    def record(self, permits: int) -> bool:
+        """Take ``permits`` tokens; False: refused (strict, and already over the quota)."""
+        bucket = self.sensor.rate
+        tokens = bucket.refill(self.bound, self.burst, self.now)
+        if self.strict and tokens < 0:
+            self._owed(tokens)
+            return False
+        bucket.tokens = min(self.burst, tokens - permits)
+        if not self.strict and bucket.tokens < 0:
+            self._owed(bucket.tokens)
+        return True
+
+
 class ClientQuotas:
     """The broker's quota managers over one store (Kafka's QuotaManagers)."""
 
@@ -316,9 +392,26 @@ class ClientQuotas:
         self.produce = QuotaManager("Produce", PRODUCER_BYTE_RATE, self.store, samples, window_s)
         self.fetch = QuotaManager("Fetch", CONSUMER_BYTE_RATE, self.store, samples, window_s)
         self.request = QuotaManager("Request", REQUEST_PERCENTAGE, self.store, samples, window_s)
+        self.mutation = MutationQuotaManager("ControllerMutation", CONTROLLER_MUTATION_RATE,
+                                             self.store, samples, window_s)
 
     def managers(self):
         return (self.produce, self.fetch, self.request)
+
+    def mutation_quota(self, req, strict_from: int):
+        """The controller mutation quota of a CreateTopics, CreatePartitions or DeleteTopics
+        request, or None; the handler records each topic's partitions and sets
+        ``req.throttle_ms`` from it (finish_mutations)."""
+        if not self.mutation.enabled:
+            return None
+        conn = req.conn
+        return self.mutation.quota_for(conn.principal.name, req.client_id,
+                                       req.api_version >= strict_from, conn.clock())
+
+    @staticmethod
+    def finish_mutations(quota, req) -> None:
+        if quota is not None and quota.throttle_ms > req.throttle_ms:
+            req.throttle_ms = quota.throttle_ms
 
     def record_request(self, req) -> None:
         """Count a request's handler time toward its client's ``request_percentage`` (Kafka's

@@ -184,3 +184,28 @@ def test_request_percentage_counts_handler_time():
     third.throttle_ms = 9000
     quotas.record_request(third)
     assert third.throttle_ms == 9000
+
+
+def test_controller_mutations_take_tokens_of_a_bucket_that_starts_full():
+    from broker.client_quotas import MutationQuotaManager
+    store = ClientQuotaStore(None)
+    manager = MutationQuotaManager("ControllerMutation", "controller_mutation_rate", store,
+                                   samples=11, window_s=1)
+    put(store, "controller_mutation_rate", 2.0, client_id="c")
+    now = 1_000_000
+    assert manager.quota_for("u", "other", True, now) is None
+    # the bucket holds 11 windows x 1 s x 2/s = 22 tokens
+    strict = manager.quota_for("u", "c", True, now)
+    assert strict.record(20) and strict.throttle_ms == 0
+    assert strict.record(10) and strict.throttle_ms == 0  # takes it below zero: still passes
+    assert not strict.record(1)  # already below zero: refused, throttled -tokens / quota
+    assert strict.throttle_ms == 4000
+    # 1.5 s later 3 tokens came back: still 5 short
+    later = manager.quota_for("u", "c", True, now + 1500)
+    assert not later.record(1) and later.throttle_ms == 2500
+    # permissive (older versions): passes, and is throttled by what it overdraws (-4 - 3)
+    permissive = manager.quota_for("u", "c", False, now + 2000)
+    assert permissive.record(3) and permissive.throttle_ms == 3500
+    # the bucket never holds more than its burst
+    full = manager.quota_for("u", "c", True, now + 10 ** 7)
+    assert full.record(0) and full.sensor.rate.tokens == 22.0

@@ -364,3 +364,33 @@ def test_kafka_configs_alters_and_describes_quotas(target):
                          "--entity-type", "clients") == (
         0, f"Quota configs for user-principal '{name}', the default client-id are "
            "request_percentage=50.5\n", "")
+
+
+def test_controller_mutation_rate_refuses_then_throttles(target):
+    """Kafka 4.3.1 gave: 10 and 5 partitions pass (the bucket holds 11 x 1 s x 1/s), the next
+    topic THROTTLING_QUOTA_EXCEEDED with throttle 3928 ms and no message, and after the mute a
+    CreateTopics v5 (permissive) passes, throttled 972 ms."""
+    from protocol.messages import CreateTopicsRequest as C
+    client_id = unique("mutations")
+    alter(target.port, [([("client-id", client_id)],
+                         [("controller_mutation_rate", 1.0, False)])])
+    if target.is_kafka:
+        time.sleep(1)  # Kafka's brokers apply the quota from the metadata log
+    client = RawClient(target.port, client_id=client_id)
+    prefix = unique("mut")
+
+    def create(name: str, partitions: int, version: int = 7):
+        answer = client.call(C(topics=[C.CreatableTopic(
+            name=f"{prefix}-{name}", num_partitions=partitions, replication_factor=1,
+            assignments=[], configs=[])], timeout_ms=30000, validate_only=False), version)
+        return answer.throttle_time_ms, [(t.error_code, t.error_message) for t in answer.topics]
+
+    assert create("a", 10) == (0, [(E.NONE, None)])
+    assert create("b", 5) == (0, [(E.NONE, None)])
+    throttle, results = create("c", 1)
+    assert results == [(E.THROTTLING_QUOTA_EXCEEDED, None)] and 3500 <= throttle <= 4000
+    t = time.monotonic()
+    throttle, results = create("d", 1, version=5)
+    assert (time.monotonic() - t) * 1000 >= 3400  # muted first
+    assert results == [(E.NONE, None)] and 800 <= throttle <= 1050
+    client.close()
