@@ -16,6 +16,7 @@ No I/O here but the store's file; the clock is passed in (milliseconds), so test
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import time
@@ -384,6 +385,69 @@ class MutationQuota:
         return True
 
 
+class ConnectionRateQuotas:
+    """connection_creation_rate of IP entities (KIP-612, Kafka's ConnectionQuotas): each
+    connection accepted from an address counts toward that address's rate (the address's own
+    quota, else the default IP entity's); over it the connection is throttled: held unread,
+    closed once the throttle time is over (at most one quota window), and not counted. Entities
+    named by a host name count for nobody here (Kafka resolves them to an address)."""
+
+    def __init__(self, store: ClientQuotaStore, samples: int, window_s: int) -> None:
+        self.store = store
+        self.samples = samples
+        self.window_ms = window_s * 1000
+        self.bounds: dict[str | None, float] = {}
+        self.sensors: dict[str, Sensor] = {}
+        self.refresh()
+        store.listeners.append(self.refresh)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.bounds)
+
+    def refresh(self) -> None:
+        bounds = {}
+        for entity, quotas in self.store.entities.items():
+            rate = quotas.get(CONNECTION_CREATION_RATE)
+            if rate is None or len(entity) != 1 or entity[0][0] != IP:
+                continue
+            name = entity[0][1]
+            if name is not None:
+                try:
+                    name = ipaddress.ip_address(name).compressed
+                except ValueError:
+                    continue
+            bounds[name] = rate
+        self.bounds = bounds
+        if not bounds:
+            self.sensors.clear()
+
+    def record(self, host: str, now: int) -> int:
+        """Count a connection from ``host``; the throttle time (ms) it gets, 0 if none."""
+        bound = self.bounds.get(host)
+        if bound is None:
+            bound = self.bounds.get(None)
+            if bound is None:
+                return 0
+        sensor = self.sensors.get(host)
+        if sensor is None:
+            if len(self.sensors) >= MAX_SENSORS:
+                idle = [h for h, s in self.sensors.items() if now - s.last_ms >= SENSOR_IDLE_MS]
+                for h in idle or sorted(self.sensors, key=lambda h: self.sensors[h].last_ms)[:1]:
+                    del self.sensors[h]
+            sensor = self.sensors[host] = Sensor(SampledRate(self.samples, self.window_ms), now)
+        sensor.last_ms = now
+        rate = sensor.rate
+        rate.record(1.0, now)
+        measured = rate.rate(now)
+        if measured <= bound:
+            return 0
+        throttle = min(round((measured - bound) / bound * rate.window_size(now)), self.window_ms)
+        rate.record(-1.0, now)  # a connection not accepted does not count, as on Kafka
+        sensor.throttle_ms_total += throttle
+        return int(throttle)
+
+
 class ClientQuotas:
     """The broker's quota managers over one store (Kafka's QuotaManagers)."""
 
@@ -394,6 +458,7 @@ class ClientQuotas:
         self.request = QuotaManager("Request", REQUEST_PERCENTAGE, self.store, samples, window_s)
         self.mutation = MutationQuotaManager("ControllerMutation", CONTROLLER_MUTATION_RATE,
                                              self.store, samples, window_s)
+        self.connections = ConnectionRateQuotas(self.store, samples, window_s)
 
     def managers(self):
         return (self.produce, self.fetch, self.request)

@@ -1031,6 +1031,8 @@ class Server:
         #: accepted sockets being handed to the loop (Server._connect): each its own task, the
         #: acceptor never waits for one
         self.connecting: set[asyncio.Task] = set()
+        #: sockets over their address's connection_creation_rate, held unread until closed
+        self.throttled_sockets: set[socket.socket] = set()
         self.connections: set[KafkaConnection] = set()
         self.bound: dict[str, tuple[str, int]] = {}  # the first node's, by listener
         #: every node's (listener, node id) -> bound (host, port)
@@ -1165,6 +1167,12 @@ class Server:
                 continue
             conn.setblocking(False)
             host = address[0]
+            rates = self.broker.client_quotas.connections
+            if rates.enabled:
+                throttle_ms = rates.record(host, self.broker.clock())
+                if throttle_ms:
+                    self._hold_then_close(loop, conn, host, throttle_ms)
+                    continue
             if not quotas.inc(host):
                 conn.close()
                 self.broker.metrics.connection_rejected("max.connections.per.ip")
@@ -1185,6 +1193,20 @@ class Server:
             task = loop.create_task(handover)
             self.connecting.add(task)
             task.add_done_callback(self.connecting.discard)
+
+    def _hold_then_close(self, loop, conn: socket.socket, host: str, throttle_ms: int) -> None:
+        """A connection over its address's connection_creation_rate (Kafka's
+        ConnectionThrottledException): not read, not counted, closed when the throttle time is
+        over, as Kafka's acceptor closes it."""
+        self.broker.metrics.connection_rejected("connection_creation_rate")
+        self.limit_log.note("warning", "connections throttled: address over its "
+                            "connection_creation_rate", host=host)
+        self.throttled_sockets.add(conn)
+
+        def close() -> None:
+            self.throttled_sockets.discard(conn)
+            conn.close()
+        loop.call_later(throttle_ms / 1000.0, close)
 
     async def _connect(self, loop, protocol, conn: socket.socket, host: str) -> None:
         """Hand an accepted socket to the loop as a transport for its connection. A task of
@@ -1341,6 +1363,9 @@ class Server:
     def stop_accepting(self) -> None:
         for task in self.acceptors():
             task.cancel()  # each closes its listening socket as it ends
+        for sock in list(self.throttled_sockets):
+            sock.close()
+        self.throttled_sockets.clear()
         for task in list(self.connecting):
             task.cancel()
         for pending in list(self.handshaking):

@@ -209,3 +209,23 @@ def test_controller_mutations_take_tokens_of_a_bucket_that_starts_full():
     # the bucket never holds more than its burst
     full = manager.quota_for("u", "c", True, now + 10 ** 7)
     assert full.record(0) and full.sensor.rate.tokens == 22.0
+
+
+def test_connection_creation_rate_per_address_with_the_default():
+    quotas = ClientQuotas(None)
+    rates = quotas.connections
+    assert not rates.enabled and rates.record("10.0.0.1", 0) == 0
+    quotas.store.apply(entity_key({"ip": "10.0.0.1"}), {"connection_creation_rate": 2.0})
+    quotas.store.apply(entity_key({"ip": None}), {"connection_creation_rate": 1.0})
+    quotas.store.apply(entity_key({"ip": "localhost"}), {"connection_creation_rate": 1.0})
+    quotas.store.changed()
+    assert rates.bounds == {"10.0.0.1": 2.0, None: 1.0}  # host names count for nobody
+    # (samples - 1) windows' worth at once: 20 at 2/s, then throttled, at most one window
+    assert [rates.record("10.0.0.1", 1000) for _ in range(20)] == [0] * 20
+    assert rates.record("10.0.0.1", 1000) == 500  # 21 over 10 s: 5% over
+    # a throttled connection is not counted: the next one owes the same
+    assert rates.record("10.0.0.1", 1000) == 500
+    # another address falls under the default entity's 1/s: 10 at once
+    assert [rates.record("10.0.0.2", 1000) for _ in range(10)] == [0] * 10
+    assert rates.record("10.0.0.2", 1000) == 1000
+    assert rates.record("10.0.0.2", 1000) == 1000  # (11/10 - 1) x 10 s, bounded by 1 s

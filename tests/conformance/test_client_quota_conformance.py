@@ -394,3 +394,39 @@ def test_controller_mutation_rate_refuses_then_throttles(target):
     assert (time.monotonic() - t) * 1000 >= 3400  # muted first
     assert results == [(E.NONE, None)] and 800 <= throttle <= 1050
     client.close()
+
+
+def test_connection_creation_rate_closes_the_connection_over_it_unread(target):
+    """Kafka 4.3.1 at 2/s for 127.0.0.1: 20 connections at once are served, the 21st is never
+    read and is reset after 504 ms (the throttle, at most one quota window; Kafka's acceptor
+    closes throttled sockets between its 500 ms polls)."""
+    from protocol.messages import ApiVersionsRequest as V
+    ip = [([("ip", "127.0.0.1")], [("connection_creation_rate", 2.0, False)])]
+    assert alter(target.port, ip) == [ok(("ip", "127.0.0.1"))]
+    clients = []
+    try:
+        time.sleep(1.5)  # Kafka's brokers apply the quota from the metadata log
+        for _ in range(20):
+            client = RawClient(target.port)
+            clients.append(client)
+            client.call(V(client_software_name="t", client_software_version="1"), 3)
+        client = RawClient(target.port)
+        clients.append(client)
+        t = time.monotonic()
+        with pytest.raises(ConnectionError):
+            client.call(V(client_software_name="t", client_software_version="1"), 3)
+        assert 0.3 <= time.monotonic() - t <= 1.3
+    finally:
+        for client in clients:
+            client.close()
+        deadline = time.monotonic() + 30
+        while True:  # the quota goes, even if the address is throttled now
+            try:
+                alter(target.port, [([("ip", "127.0.0.1")],
+                                     [("connection_creation_rate", 0.0, True)])])
+                break
+            except ConnectionError:
+                assert time.monotonic() < deadline
+                time.sleep(0.5)
+    time.sleep(1.0 if target.is_kafka else 0)
+    RawClient.once(target.port, V(client_software_name="t", client_software_version="1"), 3)
