@@ -6,6 +6,7 @@ import time
 
 import structlog
 
+from . import apis
 from .config import BrokerConfig
 from .coordinator_log import begin_loading_all
 from .fetch_purgatory import FetchPurgatory
@@ -20,6 +21,7 @@ from .security.authorization import Authorization
 from .server import Server
 from .faults import Faults
 from .cluster import Cluster
+from .features import Features
 from .client_quotas import ClientQuotas
 from .timer import AsyncioTimerDriver
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager
@@ -56,6 +58,8 @@ class Broker:
         if added:
             log.info("SCRAM credentials added from sasl.scram.bootstrap.credentials", count=added)
         self.sasl = SaslServers(config, self.scram_credentials, self.clock)
+        #: cluster features (UpdateFeatures, ApiVersions)
+        self.features = Features(config, config["log.dirs"], self.node_id, apis.HANDLERS)
         #: quotas of users, client ids and IPs (AlterClientQuotas) and their rates
         self.client_quotas = ClientQuotas(config["log.dirs"], config["quota.window.num"],
                                           config["quota.window.size.seconds"])

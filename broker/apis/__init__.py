@@ -30,7 +30,7 @@ _MODULES = [
     "describe_delegation_token", "offset_commit", "offset_fetch", "join_group", "heartbeat",
     "leave_group", "sync_group", "describe_groups", "list_groups", "delete_groups",
     "offset_delete", "consumer_group_heartbeat", "consumer_group_describe",
-    "describe_client_quotas", "alter_client_quotas",
+    "describe_client_quotas", "alter_client_quotas", "update_features",
 ]
 
 #: the APIs of the consumer protocol (KIP-848), advertised when group.coordinator.rebalance.protocols
