@@ -30,7 +30,8 @@ _MODULES = [
     "describe_delegation_token", "offset_commit", "offset_fetch", "join_group", "heartbeat",
     "leave_group", "sync_group", "describe_groups", "list_groups", "delete_groups",
     "offset_delete", "consumer_group_heartbeat", "consumer_group_describe",
-    "describe_client_quotas", "alter_client_quotas", "update_features",
+    "describe_client_quotas", "alter_client_quotas", "update_features", "unregister_broker",
+    "add_raft_voter", "remove_raft_voter",
 ]
 
 #: the APIs of the consumer protocol (KIP-848), advertised when group.coordinator.rebalance.protocols
