@@ -119,3 +119,78 @@ def test_v0_allow_downgrade(target):
     # the current level again: nothing changes
     assert update(target.port, [("group.version", 1, False)], version=0) == (
         E.NONE, None, [("group.version", E.NONE, "NONE")])
+
+
+def kafka_tools_jar() -> str:
+    """Kafka's kafka-tools jar (kafka-features.sh's FeatureCommand), which the cached Kafka
+    libraries leave out: fetched once by Maven into its local repository."""
+    import os
+    import shutil
+    import subprocess
+
+    from .kafka_server import KAFKA_VERSION
+    jar = os.path.expanduser(f"~/.m2/repository/org/apache/kafka/kafka-tools/{KAFKA_VERSION}/"
+                             f"kafka-tools-{KAFKA_VERSION}.jar")
+    if not os.path.isfile(jar):
+        mvn = shutil.which("mvn")
+        assert mvn is not None, "Maven (mvn) is needed to fetch kafka-tools"
+        subprocess.run([mvn, "-q", "-B", "dependency:get", "-Dtransitive=false",
+                        f"-Dartifact=org.apache.kafka:kafka-tools:{KAFKA_VERSION}"],
+                       check=True, capture_output=True, timeout=600)
+    return jar
+
+
+def kafka_features(port: int, *args: str) -> tuple[int, list[str]]:
+    """kafka-features.sh (org.apache.kafka.tools.FeatureCommand): exit code and output lines."""
+    import os
+    import subprocess
+
+    from .kafka_server import java_executable, resolve_kafka_jars
+    libs = resolve_kafka_jars()
+    jars = [os.path.join(libs, n) for n in sorted(os.listdir(libs)) if n.endswith(".jar")]
+    result = subprocess.run(
+        [java_executable(), "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp",
+         os.pathsep.join(jars + [kafka_tools_jar()]), "org.apache.kafka.tools.FeatureCommand",
+         "--bootstrap-server", f"127.0.0.1:{port}", *args],
+        capture_output=True, text=True, timeout=120)
+    return result.returncode, result.stdout.splitlines()
+
+
+def test_kafka_features_describe(target):
+    import re
+    code, lines = kafka_features(target.port, "describe")
+    assert code == 0
+    rows = {}
+    for line in lines:
+        fields = dict(re.findall(r"(\w+): (\S+)", line))
+        rows[fields.pop("Feature")] = fields
+        assert int(fields.pop("Epoch")) > 0
+    unserved = "0" if not target.is_kafka else "1"
+    assert rows == {
+        "eligible.leader.replicas.version": row("0", "1", "1"),
+        "group.version": row("0", "1", "1"),
+        "kraft.version": row("0", "1", "1"),
+        "metadata.version": row("3.3-IV3", "4.3-IV0", "4.3-IV0"),
+        "share.version": row("0", "1", unserved),
+        "streams.version": row("0", "1", unserved),
+        "transaction.version": row("0", "2", "2"),
+    }
+
+
+def row(low: str, high: str, finalized: str) -> dict:
+    return {"SupportedMinVersion": low, "SupportedMaxVersion": high,
+            "FinalizedVersionLevel": finalized}
+
+
+@pytest.mark.parametrize("args, code, output", [
+    (("upgrade", "--feature", "transaction.version=2", "--dry-run"), 0,
+     ["transaction.version can be upgraded to 2."]),
+    (("downgrade", "--feature", "group.version=0", "--dry-run"), 0,
+     ["group.version can be downgraded to 0."]),
+    (("upgrade", "--feature", "group.version=5"), 1,
+     ["Could not upgrade group.version to 5. " + FAILED + "Invalid update version 5 for "
+      "feature group.version. Local controller 1 only supports versions 0-1"]),
+])
+def test_kafka_features_upgrade_and_downgrade(target, args, code, output):
+    got_code, lines = kafka_features(target.port, *args)
+    assert (got_code, [line for line in lines if line.strip()][:len(output)]) == (code, output)
