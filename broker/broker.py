@@ -11,9 +11,9 @@ from .config import BrokerConfig
 from .coordinator_log import begin_loading_all
 from .fetch_purgatory import FetchPurgatory
 from .fetch_sessions import MIN_FETCH_PARTITION_BYTES, FetchSessionCache
-from .offsets_topic import build_coordinator, load_all
+from .offsets_topic import OFFSETS_TOPIC_CONFIGS, build_coordinator, load_all
 from .producer_ids import ProducerIdManager
-from .security.sasl import SaslServers
+from .security import SASL_PROTOCOLS
 from .security.scram import ScramCredentialStore
 from .http.server import HttpServer
 from .metrics import Metrics
@@ -57,7 +57,7 @@ class Broker:
         added = self.scram_credentials.bootstrap(config["sasl.scram.bootstrap.credentials"])
         if added:
             log.info("SCRAM credentials added from sasl.scram.bootstrap.credentials", count=added)
-        self.sasl = SaslServers(config, self.scram_credentials, self.clock)
+        self.sasl = sasl_servers(config, self.scram_credentials, self.clock)
         #: cluster features (UpdateFeatures, ApiVersions)
         self.features = Features(config, config["log.dirs"], self.node_id, apis.HANDLERS)
         #: quotas of users, client ids and IPs (AlterClientQuotas) and their rates
@@ -98,8 +98,8 @@ class Broker:
         self.topics.load()
         if self.topics.get(OFFSETS_TOPIC) is None:
             self.topics.create(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"],
-                               {"cleanup.policy": "compact",
-                                "segment.bytes": str(self.config["offsets.topic.segment.bytes"])},
+                               dict(OFFSETS_TOPIC_CONFIGS, **{
+                                   "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}),
                                internal=True, replication_factor=self._internal_replicas(
                                    "offsets.topic.replication.factor"))
         if self.topics.get(TRANSACTION_STATE_TOPIC) is None:
@@ -233,3 +233,20 @@ class Broker:
         self.http.stop()
         self.topics.close()
         log.info("broker stopped")
+
+
+class NoSaslListeners:
+    """What a broker without SASL listeners has instead of SaslServers (which loads the SASL
+    mechanisms)."""
+
+    listeners: dict = {}
+
+    def authenticator(self, conn) -> None:
+        return None
+
+
+def sasl_servers(config, scram_store, clock):
+    if not any(p in SASL_PROTOCOLS for p in config.security_protocols.values()):
+        return NoSaslListeners()
+    from .security.sasl import SaslServers
+    return SaslServers(config, scram_store, clock)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from broker.errors import ConfigError
-from broker.security import SECURITY_PROTOCOLS
+from broker.security import SASL_PROTOCOLS, SECURITY_PROTOCOLS
 from broker.security.authorizer import STANDARD_AUTHORIZER
 
 
@@ -476,8 +476,11 @@ class BrokerConfig:
         if authorizer and authorizer != STANDARD_AUTHORIZER:
             raise ConfigError(f"authorizer.class.name {authorizer!r} is not supported: the only "
                               f"authorizer is {STANDARD_AUTHORIZER} (or empty for none)")
-        from broker.security.sasl import validate_sasl_config  # noqa: PLC0415 - imports config
-        validate_sasl_config(self)
+        if self["sasl.scram.bootstrap.credentials"] or any(
+                p in SASL_PROTOCOLS for p in self.security_protocols.values()):
+            # the SASL mechanisms are loaded only where they are used
+            from broker.security.sasl import validate_sasl_config  # noqa: PLC0415
+            validate_sasl_config(self)
         if self["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
             raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:

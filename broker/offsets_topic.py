@@ -16,6 +16,10 @@ from .coordinator.coordinator import TopicsView
 from .coordinator_log import marker_writer, partition_writer
 from .topics import OFFSETS_TOPIC
 
+#: the configs Kafka creates __consumer_offsets with; segment.bytes comes from
+#: offsets.topic.segment.bytes
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer"}
+
 log = structlog.get_logger("broker.coordinator")
 
 

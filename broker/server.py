@@ -34,14 +34,12 @@ import time
 
 import structlog
 
-from broker.security import ANONYMOUS, tls
-from broker.security.sasl import SASL_PROTOCOLS, error_response_for
+from broker.security import ANONYMOUS, SASL_PROTOCOLS, tls
 from protocol.framing import read_request_header, response_header
 from protocol.messages import ApiVersionsResponse
 from protocol.schema import DecodeError
 
 from . import apis
-from .apis.coordinator_routing import misrouted
 from .config import ConfigError
 
 log = structlog.get_logger("broker.server")
@@ -159,6 +157,13 @@ class Request:
         header = response_header(self.header.correlation_id, header_version, size)
         chunks.insert(0, header)
         self.conn._complete(self, chunks, response, size + len(header))
+
+
+def _misrouted(broker, conn, req, request) -> bool:
+    """Several nodes serve: NOT_COORDINATOR for keys coordinated elsewhere
+    (broker/apis/coordinator_routing.py, loaded only then)."""
+    from .apis.coordinator_routing import misrouted
+    return misrouted(broker, conn, req, request)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -497,7 +502,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # the one look at faults (broker/faults.py) a request pays
             if self.faults.armed and self.faults.intercept(self, req, request):
                 return
-            if self.multi_node and misrouted(self.broker, self, req, request):
+            if self.multi_node and _misrouted(self.broker, self, req, request):
                 return  # NOT_COORDINATOR: this node does not coordinate the request's key
             handler.handle(self.broker, req, request, req.respond)
             req.handled = time.monotonic() - received
@@ -519,6 +524,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def answer_error(self, frame, error_code: int) -> bool:
         """Answer a request with only an error code (during SASL authentication, as Kafka's
         getErrorResponse does); False when its response has no top-level error code."""
+        from broker.security.sasl import error_response_for  # only during SASL exchanges
         found = error_response_for(frame, error_code)
         if found is None:
             return False

@@ -16,6 +16,8 @@ from protocol.records import iter_batches
 from .cluster import Cluster
 from .log import LogConfig, LogManager
 from .producer_state import ProducerStateTable
+from .broker_configs import BrokerConfigs
+from .topic_configs import TOPIC_CONFIGS, BrokerDefaults
 from .txn_markers import end_marker_batch
 
 #: the epoch Kafka gives a new partition's first leader; each change of leader (a node going down
@@ -31,50 +33,6 @@ MAX_TOPIC_NAME = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
-def topic_configs(broker_config) -> dict[str, tuple[str, str]]:
-    """Topic-level config name -> (default value, the broker setting it comes from)."""
-    c = broker_config
-    return {
-        "cleanup.policy": ("delete", "log.cleanup.policy"),
-        "compression.type": ("producer", "compression.type"),
-        "delete.retention.ms": (str(c["log.cleaner.delete.retention.ms"]),
-                                "log.cleaner.delete.retention.ms"),
-        "file.delete.delay.ms": ("60000", "log.segment.delete.delay.ms"),
-        "flush.messages": (str(c["log.flush.interval.messages"]), "log.flush.interval.messages"),
-        "flush.ms": (str(c["log.flush.interval.ms"] if c["log.flush.interval.ms"] >= 0
-                         else 9223372036854775807), "log.flush.interval.ms"),
-        "index.interval.bytes": ("4096", "log.index.interval.bytes"),
-        "max.compaction.lag.ms": (str(c["log.cleaner.max.compaction.lag.ms"]),
-                                  "log.cleaner.max.compaction.lag.ms"),
-        "max.message.bytes": (str(c["message.max.bytes"]), "message.max.bytes"),
-        "message.timestamp.type": (c["log.message.timestamp.type"], "log.message.timestamp.type"),
-        "message.timestamp.before.max.ms": ("9223372036854775807",
-                                            "log.message.timestamp.before.max.ms"),
-        "message.timestamp.after.max.ms": ("3600000", "log.message.timestamp.after.max.ms"),
-        "min.cleanable.dirty.ratio": (str(c["log.cleaner.min.cleanable.ratio"]),
-                                      "log.cleaner.min.cleanable.ratio"),
-        "min.compaction.lag.ms": (str(c["log.cleaner.min.compaction.lag.ms"]),
-                                  "log.cleaner.min.compaction.lag.ms"),
-        "min.insync.replicas": ("1", "min.insync.replicas"),
-        "preallocate": ("false", "log.preallocate"),
-        "retention.bytes": (str(c["log.retention.bytes"]), "log.retention.bytes"),
-        "retention.ms": (str(c["log.retention.ms"]), "log.retention.ms"),
-        "segment.bytes": (str(c["log.segment.bytes"]), "log.segment.bytes"),
-        "segment.index.bytes": ("10485760", "log.index.size.max.bytes"),
-        "segment.jitter.ms": ("0", "log.roll.jitter.ms"),
-        "segment.ms": (str(c["log.roll.ms"]), "log.roll.ms"),
-        "unclean.leader.election.enable": ("false", "unclean.leader.election.enable"),
-    }
-
-
-INT_TOPIC_CONFIGS = {"delete.retention.ms", "file.delete.delay.ms", "flush.messages", "flush.ms",
-                     "index.interval.bytes", "max.compaction.lag.ms", "max.message.bytes",
-                     "message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
-                     "min.compaction.lag.ms", "min.insync.replicas", "retention.bytes",
-                     "retention.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms",
-                     "segment.ms"}
-
-
 def validate_topic_name(name: str) -> str | None:
     """Why a topic name is illegal, or None (Kafka's Topic.validate rules)."""
     if not name:
@@ -86,27 +44,6 @@ def validate_topic_name(name: str) -> str | None:
     if not _LEGAL.match(name):
         return (f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
                 "alphanumerics, '.', '_' and '-'")
-    return None
-
-
-def validate_topic_config(name: str, value: str | None) -> str | None:
-    if name in INT_TOPIC_CONFIGS:
-        try:
-            int(value)
-        except (TypeError, ValueError):
-            return f"Invalid value {value} for configuration {name}: Not a number of type LONG"
-    if name == "min.cleanable.dirty.ratio":
-        try:
-            ratio = float(value)
-        except (TypeError, ValueError):
-            return f"Invalid value {value} for configuration {name}: Not a number of type DOUBLE"
-        if not 0 <= ratio <= 1:
-            return f"Invalid value {value} for configuration {name}: Value must be between 0 and 1"
-    if name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
-        return f"Invalid value {value} for configuration {name}"
-    if name == "cleanup.policy" and not {v for v in str(value).split(",") if v} <= {"delete",
-                                                                                   "compact"}:
-        return f"Invalid value {value} for configuration {name}"
     return None
 
 
@@ -224,12 +161,17 @@ class Topic:
 
 
 class TopicManager:
-    def __init__(self, config, data_dir: str | None, cluster=None) -> None:
+    def __init__(self, config, data_dir: str | None, cluster=None, broker_configs=None) -> None:
         self.config = config
         #: where partitions live (broker/cluster.py); one node unless told otherwise
         self.cluster = cluster if cluster is not None else Cluster(config["node.id"], 1)
         self.data_dir = data_dir
-        self.defaults = topic_configs(config)
+        #: the broker's configs, dynamic ones included (broker/broker_configs.py)
+        self.broker_configs = broker_configs if broker_configs is not None else \
+            BrokerConfigs(config, config["node.id"], data_dir)
+        self.broker_configs.listeners.append(self.broker_configs_changed)
+        #: what a topic without its own value of a config gets (broker/topic_configs.py)
+        self.broker_defaults = BrokerDefaults(self.broker_configs)
         self.topics: dict[str, Topic] = {}
         self.by_id: dict[uuid.UUID, Topic] = {}
         self.logs = LogManager(data_dir)
@@ -257,10 +199,11 @@ class TopicManager:
 
     def config_value(self, topic: Topic, name: str) -> str:
         value = topic.configs.get(name)
-        return self.defaults[name][0] if value is None else value
+        return self.broker_defaults.value(name) if value is None else value
 
     def log_config(self, topic: Topic) -> LogConfig:
-        return LogConfig.from_topic_config({n: self.config_value(topic, n) for n in self.defaults})
+        return LogConfig.from_topic_config({n: self.config_value(topic, n)
+                                            for n in TOPIC_CONFIGS})
 
     # -- changes
 
@@ -329,6 +272,13 @@ class TopicManager:
                 topic.configs[key] = value
         self.logs.set_config(name, self.log_config(topic))
         self.save()
+
+    def broker_configs_changed(self) -> None:
+        """A dynamic broker config changed: every topic's defaults follow at once, as on
+        Kafka (log.retention.ms set cluster-wide applies to each topic without its own)."""
+        self.broker_defaults = BrokerDefaults(self.broker_configs)
+        for topic in self.topics.values():
+            self.logs.set_config(topic.name, self.log_config(topic))
 
     # -- persistence of metadata
 

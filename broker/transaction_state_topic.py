@@ -10,8 +10,10 @@ from .topics import TRANSACTION_STATE_TOPIC
 
 log = structlog.get_logger("broker.transactions")
 
-#: segment.bytes comes from transaction.state.log.segment.bytes when the topic is created
-TRANSACTION_STATE_CONFIGS = {"cleanup.policy": "compact"}
+#: the configs Kafka creates __transaction_state with; segment.bytes comes from
+#: transaction.state.log.segment.bytes and min.insync.replicas from transaction.state.log.min.isr
+TRANSACTION_STATE_CONFIGS = {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                             "unclean.leader.election.enable": "false"}
 
 
 def build_transaction_coordinator(broker) -> TransactionCoordinator:

@@ -6,27 +6,43 @@ attributes (``JoinGroupResponse.JoinGroupResponseMember``).
 """
 from __future__ import annotations
 
-from .schema import load_messages
+from .schema import VersionRange, load_messages
 
 MESSAGES, KAFKA_VERSION = load_messages()
-globals().update(MESSAGES)
+
+
+def __getattr__(name: str):
+    """``from protocol.messages import FetchRequest`` builds the class on first use."""
+    try:
+        cls = MESSAGES[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = cls
+    return cls
 
 
 class Api:
     """One API key: its request and response classes and the versions the codec knows."""
 
-    __slots__ = ("key", "name", "request", "response", "min_version", "max_version",
-                 "first_flexible")
+    __slots__ = ("key", "name", "min_version", "max_version", "first_flexible")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.request = MESSAGES[name + "Request"]
-        self.response = MESSAGES[name + "Response"]
-        self.key = self.request.api_key
-        self.min_version, self.max_version = self.request.valid_versions
-        flexible = self.request.flexible_versions
+        spec = MESSAGES.specs[name + "Request"]
+        self.key = spec["apiKey"]
+        valid = VersionRange(spec.get("validVersions", "0"))
+        self.min_version, self.max_version = valid.low, valid.high
+        flexible = VersionRange(spec.get("flexibleVersions", "none"))
         # "none" parses as the empty range low=1, high=0: never flexible, not "flexible from v1"
         self.first_flexible = flexible.low if flexible.low <= flexible.high else 1 << 16
+
+    @property
+    def request(self) -> type:
+        return MESSAGES[self.name + "Request"]
+
+    @property
+    def response(self) -> type:
+        return MESSAGES[self.name + "Response"]
 
     def request_header_version(self, version: int) -> int:
         return 2 if version >= self.first_flexible else 1

@@ -23,10 +23,19 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from crc32c import crc32c
-
 from protocol.compression import compress, decompress
 from protocol.errors import CorruptRecordError
+
+
+def crc32c(data) -> int:
+    """CRC-32C of ``data``. The crc32c package loads on first use (its import reads package
+    metadata: ~20 ms of every start, where a broker in memory computes no CRC); this function
+    then replaces itself with the package's."""
+    global crc32c
+    from crc32c import crc32c as native
+    crc32c = native
+    return native(data)
+
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes before the length-counted part

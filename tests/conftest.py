@@ -20,3 +20,25 @@ def no_broker_outlives_the_session():
     """A test that fails before stopping its broker must not leave the process running."""
     yield
     BrokerProcess.kill_leftovers()
+
+
+_FILE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Each test file's time (setup, call and teardown of all its tests), to see where the
+    suite's time goes: written to tests/artifacts/durations.json at the end of the session."""
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import json
+    import pathlib
+    if not _FILE_SECONDS or hasattr(session.config, "workerinput"):
+        return
+    out = pathlib.Path(__file__).parent / "artifacts" / "durations.json"
+    out.parent.mkdir(exist_ok=True)
+    ranked = sorted(_FILE_SECONDS.items(), key=lambda item: -item[1])
+    out.write_text(json.dumps({"total_seconds": round(sum(_FILE_SECONDS.values()), 1),
+                               "files": {k: round(v, 1) for k, v in ranked}}, indent=1) + "\n")

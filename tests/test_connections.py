@@ -14,6 +14,7 @@ from structlog.testing import capture_logs
 
 from broker import apis
 from broker.client_quotas import ClientQuotas
+from broker.features import Features
 from broker.cluster import Cluster
 from broker.config import BrokerConfig, ConfigError
 from broker.metrics import Metrics
@@ -96,6 +97,7 @@ def make_broker(**settings):
     broker.metrics = Metrics(broker)
     broker.faults = Faults(broker)
     broker.client_quotas = ClientQuotas(None)
+    broker.features = Features(broker.config, None, 1, apis.HANDLERS)
     broker.server = Server(broker)
     return broker
 

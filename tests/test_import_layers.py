@@ -1,6 +1,6 @@
 """The shape of the code: no import cycle anywhere in broker/ or protocol/ (module-level,
 function-local and type-checking imports alike: each is a dependency), protocol/ never imports
-the broker, and nothing imports the top layer (broker/broker.py, broker/cli.py, broker/testing/)
+the broker, and nothing imports the top layer (broker/broker.py, broker/cli/, broker/testing/)
 except the top layer itself. A new cycle or an upward import fails here, naming the modules."""
 from __future__ import annotations
 

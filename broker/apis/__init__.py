@@ -1,38 +1,89 @@
 """One handler module per Kafka API: decode -> call a component -> encode.
 
-Each module defines ``NAME`` (Kafka's API name), ``VERSIONS`` (the range we serve and advertise)
-and ``handle(broker, ctx, request, respond)``; a module may also define ``ADVERTISED_VERSIONS``
-when ApiVersions lists more than is served (Produce from v0, as Kafka 4 lists it: KAFKA-18659; a
-request outside the served range closes the connection, as on Kafka). This registry is the one
-coherent set of versions that ApiVersions advertises: kafka-python infers the broker's version
-from these maxima.
+``SERVED`` below is the one coherent set of versions that ApiVersions advertises (kafka-python
+infers the broker's version from these maxima): Kafka's API name and the versions served. The
+API's module, its name in snake_case (``OffsetForLeaderEpoch``: ``offset_for_leader_epoch.py``),
+defines ``NAME`` and ``handle(broker, ctx, request, respond)`` and is imported when the broker
+first receives that API, so a start loads none of the handlers (nor the message classes they
+use) before a client asks.
 """
 from __future__ import annotations
 
 import importlib
 
 from protocol.messages import API_BY_NAME, ApiVersionsResponse
+from protocol.schema import snake_case
 
 API_VERSIONS_KEY = 18
 
-_MODULES = [
-    "produce", "fetch", "list_offsets", "metadata", "find_coordinator", "api_versions",
-    "create_topics", "delete_topics", "init_producer_id", "describe_configs",
-    "create_partitions", "describe_cluster", "delete_records", "alter_configs",
-    "incremental_alter_configs", "describe_log_dirs", "describe_acls", "create_acls",
-    "delete_acls", "describe_producers", "add_partitions_to_txn", "add_offsets_to_txn",
-    "end_txn", "txn_offset_commit", "describe_transactions", "list_transactions",
-    "offset_for_leader_epoch", "describe_topic_partitions", "elect_leaders",
-    "alter_partition_reassignments", "list_partition_reassignments", "alter_replica_log_dirs",
-    "describe_quorum", "list_config_resources", "sasl_handshake", "sasl_authenticate",
-    "alter_user_scram_credentials", "describe_user_scram_credentials", "write_txn_markers",
-    "create_delegation_token", "renew_delegation_token", "expire_delegation_token",
-    "describe_delegation_token", "offset_commit", "offset_fetch", "join_group", "heartbeat",
-    "leave_group", "sync_group", "describe_groups", "list_groups", "delete_groups",
-    "offset_delete", "consumer_group_heartbeat", "consumer_group_describe",
-    "describe_client_quotas", "alter_client_quotas", "update_features", "unregister_broker",
-    "add_raft_voter", "remove_raft_voter",
-]
+#: Kafka's API name -> (lowest, highest) version served and advertised
+SERVED = {
+    "Produce": (3, 13),  # Kafka 4 removed v0-2 (magic 0/1 message sets)
+    "Fetch": (4, 18),
+    "ListOffsets": (1, 11),
+    "Metadata": (0, 13),
+    "OffsetCommit": (2, 10),
+    "OffsetFetch": (1, 10),
+    "FindCoordinator": (0, 6),
+    "JoinGroup": (0, 9),
+    "Heartbeat": (0, 4),
+    "LeaveGroup": (0, 5),
+    "SyncGroup": (0, 5),
+    "DescribeGroups": (0, 6),
+    "ListGroups": (0, 5),
+    "SaslHandshake": (0, 1),
+    "ApiVersions": (0, 4),
+    "CreateTopics": (2, 7),
+    "DeleteTopics": (1, 6),
+    "DeleteRecords": (0, 2),
+    "InitProducerId": (0, 5),
+    "OffsetForLeaderEpoch": (2, 4),
+    "AddPartitionsToTxn": (0, 5),
+    "AddOffsetsToTxn": (0, 4),
+    "EndTxn": (0, 5),
+    "WriteTxnMarkers": (1, 2),
+    "TxnOffsetCommit": (0, 5),
+    "DescribeAcls": (1, 3),
+    "CreateAcls": (1, 3),
+    "DeleteAcls": (1, 3),
+    "DescribeConfigs": (1, 4),
+    "AlterConfigs": (0, 2),
+    "AlterReplicaLogDirs": (1, 2),
+    "DescribeLogDirs": (1, 5),
+    "SaslAuthenticate": (0, 2),
+    "CreatePartitions": (0, 3),
+    "CreateDelegationToken": (1, 3),
+    "RenewDelegationToken": (1, 2),
+    "ExpireDelegationToken": (1, 2),
+    "DescribeDelegationToken": (1, 3),
+    "DeleteGroups": (0, 2),
+    "ElectLeaders": (0, 2),
+    "IncrementalAlterConfigs": (0, 1),
+    "AlterPartitionReassignments": (0, 1),
+    "ListPartitionReassignments": (0, 0),
+    "OffsetDelete": (0, 0),
+    "DescribeUserScramCredentials": (0, 0),
+    "AlterUserScramCredentials": (0, 0),
+    "DescribeQuorum": (0, 2),
+    "DescribeCluster": (0, 2),
+    "DescribeProducers": (0, 0),
+    "DescribeTransactions": (0, 0),
+    "ListTransactions": (0, 2),
+    "ConsumerGroupHeartbeat": (0, 1),
+    "ConsumerGroupDescribe": (0, 1),
+    "ListConfigResources": (0, 1),
+    "DescribeTopicPartitions": (0, 0),
+    "DescribeClientQuotas": (0, 1),
+    "AlterClientQuotas": (0, 1),
+    "UpdateFeatures": (0, 2),
+    "UnregisterBroker": (0, 0),
+    "AddRaftVoter": (0, 1),
+    "RemoveRaftVoter": (0, 0),
+}
+
+#: where ApiVersions lists more than is served: Produce from v0, as Kafka 4 lists it
+#: (KAFKA-18659); a request below the served range closes the connection, as on Kafka
+ADVERTISED_MIN = {"Produce": 0}
 
 #: the APIs of the consumer protocol (KIP-848), advertised when group.coordinator.rebalance.protocols
 #: names "consumer"
@@ -41,19 +92,38 @@ CONSUMER_PROTOCOL_APIS = ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")
 
 class ApiHandler:
     __slots__ = ("name", "key", "min_version", "max_version", "advertised_min", "handle",
-                 "request", "response", "api", "codecs")
+                 "api", "codecs", "module", "_request", "_response")
 
-    def __init__(self, name: str, versions: tuple[int, int], handle,
-                 advertised: tuple[int, int] | None = None) -> None:
+    def __init__(self, name: str, versions: tuple[int, int], advertised_min: int | None = None,
+                 handle=None) -> None:
         self.api = API_BY_NAME[name]
         self.name = name
         self.key = self.api.key
         self.min_version, self.max_version = versions  # what is served
-        self.advertised_min = (advertised or versions)[0]  # what ApiVersions lists
-        self.handle = handle
-        self.request = self.api.request
-        self.response = self.api.response
+        self.advertised_min = versions[0] if advertised_min is None else advertised_min
+        self.module = f"{__name__}.{snake_case(name)}"
+        self.handle = handle or self._first_request
         self.codecs: dict[int, tuple] = {}  # version -> codec(version)
+        self._request = self._response = None
+
+    def _first_request(self, *args):
+        """Import the API's module, then hand this request and every later one to it."""
+        handle = self.handle = importlib.import_module(self.module).handle
+        return handle(*args)
+
+    @property
+    def request(self) -> type:
+        cls = self._request
+        if cls is None:
+            cls = self._request = self.api.request
+        return cls
+
+    @property
+    def response(self) -> type:
+        cls = self._response
+        if cls is None:
+            cls = self._response = self.api.response
+        return cls
 
     def response_header_version(self, version: int) -> int:
         return self.api.response_header_version(version)
@@ -69,11 +139,10 @@ class ApiHandler:
         return codec
 
 
-def _register(handler: ApiHandler) -> None:
-    HANDLERS[handler.key] = handler
-
-
 HANDLERS: dict[int, ApiHandler] = {}
+for _name, _versions in SERVED.items():
+    _handler = ApiHandler(_name, _versions, ADVERTISED_MIN.get(_name))
+    HANDLERS[_handler.key] = _handler
 
 
 def api_version_entries(config=None) -> list:
@@ -85,10 +154,3 @@ def api_version_entries(config=None) -> list:
         hidden = CONSUMER_PROTOCOL_APIS
     return [Entry(api_key=h.key, min_version=h.advertised_min, max_version=h.max_version)
             for h in sorted(HANDLERS.values(), key=lambda h: h.key) if h.name not in hidden]
-
-
-for _name in _MODULES:
-    _module = importlib.import_module(f"{__name__}.{_name}")
-    _register(ApiHandler(_module.NAME, _module.VERSIONS, _module.handle,
-                         getattr(_module, "ADVERTISED_VERSIONS", None)))
-

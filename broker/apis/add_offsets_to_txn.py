@@ -9,7 +9,6 @@ from ..security.authorizer import AclOperation, ResourceType
 from ..topics import OFFSETS_TOPIC
 
 NAME = "AddOffsetsToTxn"
-VERSIONS = (0, 4)
 
 E = ErrorCode
 

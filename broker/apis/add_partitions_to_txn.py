@@ -9,7 +9,6 @@ from ..security.authorizer import AclOperation, ResourceType
 from ..topics import INTERNAL_TOPICS
 
 NAME = "AddPartitionsToTxn"
-VERSIONS = (0, 5)
 
 E = ErrorCode
 TopicResult = Response.AddPartitionsToTxnTopicResult

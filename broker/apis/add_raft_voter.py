@@ -15,11 +15,10 @@ from protocol.messages import AddRaftVoterResponse
 
 from ..security.authorizer import AclOperation
 
-from .raft_voters import (ZERO_UUID, cluster_id_error, default_listener, replica_key,
-                          voter_set, voters)
+from .describe_quorum import (ZERO_UUID, cluster_id_error, default_listener,
+                              quorum_voters, replica_key, voter_set)
 
 NAME = "AddRaftVoter"
-VERSIONS = (0, 1)
 
 #: the longest a new voter's endpoint is tried (Kafka's request timeout is 30 s)
 MAX_CONNECT_S = 30.0
@@ -59,7 +58,7 @@ def handle(broker, ctx, request, respond) -> None:
                f"ListenerName({listener})")
         return
     key = replica_key(request.voter_id, request.voter_directory_id)
-    if any(node == request.voter_id for node, _d in voters(broker)):
+    if any(node == request.voter_id for node, _d in quorum_voters(broker)):
         answer(ErrorCode.DUPLICATE_VOTER, f"The voter id for {key} is already part of the "
                                           f"set of voters {voter_set(broker)}.")
         return

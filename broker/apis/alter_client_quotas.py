@@ -27,7 +27,6 @@ from protocol.errors import ErrorCode
 from protocol.messages import AlterClientQuotasResponse
 
 NAME = "AlterClientQuotas"
-VERSIONS = (0, 1)
 
 log = structlog.get_logger("broker.apis.alter_client_quotas")
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import AlterConfigsResponse
 
+from ..broker_configs import SET, BrokerConfigError
 from ..security.authorizer import AclOperation
-from ..topics import validate_topic_config
+from ..topic_configs import TOPIC_CONFIGS, validate_topic_config
 from .describe_configs import config_resource_denied
 
 NAME = "AlterConfigs"
-VERSIONS = (0, 2)
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 
@@ -43,15 +43,6 @@ def check_resource(broker, resource_type: int, name: str):
             raise ConfigError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                               f"The topic '{name}' does not exist.")
         return topic
-    if resource_type == BROKER:
-        # Kafka stores broker configs changed at runtime; this broker's settings are fixed at
-        # start, so a change is refused rather than accepted and ignored
-        if name not in ("", str(broker.node_id)):
-            raise ConfigError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected "
-                              f"{broker.node_id}, but received {name}")
-        raise ConfigError(ErrorCode.INVALID_REQUEST,
-                          "This broker's settings are static: change them in its configuration "
-                          "and restart it")
     if resource_type == BROKER_LOGGER:
         raise ConfigError(ErrorCode.INVALID_REQUEST,
                           "Log levels are set with --log-level when the broker starts")
@@ -59,7 +50,7 @@ def check_resource(broker, resource_type: int, name: str):
 
 
 def check_config(broker, name: str, value: str | None) -> None:
-    if name not in broker.topics.defaults:
+    if name not in TOPIC_CONFIGS:
         raise ConfigError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
     if value is not None:
         problem = validate_topic_config(name, value)
@@ -88,12 +79,28 @@ def alter_each(broker, ctx, request, changes_for) -> list[tuple[ErrorCode, str |
                                              res.resource_type, res.resource_name)
             if refused is not None:
                 raise ConfigError(*refused)
+            if res.resource_type == BROKER:
+                alter_broker(broker, res, request.validate_only, replace=changes_for is _whole_set)
+                answers.append((ErrorCode.NONE, None))
+                continue
             topic = check_resource(broker, res.resource_type, res.resource_name)
             apply(broker, topic, changes_for(broker, topic, res.configs), request.validate_only)
             answers.append((ErrorCode.NONE, None))
         except ConfigError as exc:
             answers.append((exc.error, exc.message))
     return answers
+
+
+def alter_broker(broker, res, validate_only: bool, replace: bool) -> None:
+    """A BROKER resource: this broker's dynamic configs (its id) or the cluster-wide ones ("")
+    (broker/broker_configs.py), changed one by one or, with AlterConfigs, replaced as a whole
+    set."""
+    changes = [(c.name, getattr(c, "config_operation", SET), c.value) for c in res.configs]
+    try:
+        broker.topics.broker_configs.alter(res.resource_name, changes, replace=replace,
+                                           validate_only=validate_only)
+    except BrokerConfigError as exc:
+        raise ConfigError(exc.code, exc.message) from None
 
 
 def _whole_set(broker, topic, configs) -> dict[str, str | None]:

@@ -12,7 +12,6 @@ from .acls import cluster_denied_message
 from .replicas import broker_ids, placement, reassign
 
 NAME = "AlterPartitionReassignments"
-VERSIONS = (0, 1)
 
 TopicResponse = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
 PartitionResponse = AlterPartitionReassignmentsResponse.ReassignablePartitionResponse

@@ -12,7 +12,6 @@ from ..security.authorizer import AclOperation
 from .replicas import named_log_dir, partition_log_dir, placement
 
 NAME = "AlterReplicaLogDirs"
-VERSIONS = (1, 2)
 
 TopicResult = AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult
 PartitionResult = AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult

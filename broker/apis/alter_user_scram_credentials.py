@@ -18,7 +18,6 @@ from protocol.errors import ErrorCode
 from protocol.messages import AlterUserScramCredentialsResponse
 
 NAME = "AlterUserScramCredentials"
-VERSIONS = (0, 0)
 
 log = structlog.get_logger("broker.apis.alter_user_scram_credentials")
 Result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult

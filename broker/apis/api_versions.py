@@ -11,7 +11,6 @@ from ..features import SUPPORTED
 from . import api_version_entries
 
 NAME = "ApiVersions"
-VERSIONS = (0, 4)
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 

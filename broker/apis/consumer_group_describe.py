@@ -9,7 +9,6 @@ from protocol.errors import ErrorCode
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "ConsumerGroupDescribe"
-VERSIONS = (0, 1)
 
 DESCRIBE = AclOperation.DESCRIBE
 GROUP = ResourceType.GROUP

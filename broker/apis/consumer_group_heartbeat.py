@@ -8,7 +8,6 @@ from protocol.errors import ErrorCode
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "ConsumerGroupHeartbeat"
-VERSIONS = (0, 1)
 
 READ = AclOperation.READ
 DESCRIBE = AclOperation.DESCRIBE

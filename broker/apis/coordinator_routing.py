@@ -13,8 +13,11 @@ from __future__ import annotations
 
 from protocol.errors import ErrorCode
 
+from ..topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from .error_placement import answer_error, names_of, shape_of
-from .find_coordinator import GROUP, TRANSACTION, coordinator_node
+
+#: FindCoordinator's key types
+GROUP, TRANSACTION = 0, 1
 
 #: the APIs the group coordinator answers, by the key that routes them
 GROUP_APIS = frozenset((
@@ -25,6 +28,15 @@ GROUP_APIS = frozenset((
 TRANSACTION_APIS = frozenset((
     "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn",
     "DescribeTransactions"))
+
+
+def coordinator_node(broker, key: str, key_type: int) -> int:
+    """The node leading the internal partition of ``key``, -1 while it has no leader."""
+    if key_type == TRANSACTION:
+        topic, coordinator = TRANSACTION_STATE_TOPIC, broker.transactions
+    else:
+        topic, coordinator = OFFSETS_TOPIC, broker.coordinator
+    return broker.topics.partition(topic, coordinator.partition_for(key)).leader
 
 
 def misrouted(broker, conn, req, request) -> bool:

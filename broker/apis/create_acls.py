@@ -10,7 +10,6 @@ from .acls import (CLUSTER_AUTHORIZATION_FAILED, MAX_ACLS_PER_REQUEST, NO_AUTHOR
                    creation_not_a_binding)
 
 NAME = "CreateAcls"
-VERSIONS = (1, 3)
 Result = CreateAclsResponse.AclCreationResult
 
 

@@ -9,7 +9,6 @@ from ..security import KafkaPrincipal
 from ..security.delegation_tokens import create_refusal, timestamp
 
 NAME = "CreateDelegationToken"
-VERSIONS = (1, 3)
 
 
 def handle(broker, ctx, request, respond) -> None:

@@ -8,7 +8,6 @@ from ..security.authorizer import AclOperation, ResourceType
 from .create_topics import assignment_problem
 
 NAME = "CreatePartitions"
-VERSIONS = (0, 3)
 
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
@@ -38,12 +37,12 @@ def handle(broker, ctx, request, respond) -> None:
         current = len(topic.partitions)
         if t.count < current:
             results.append(Result(name=t.name, error_code=ErrorCode.INVALID_PARTITIONS,
-                                  error_message=f"Topic currently has {current} partitions, "
-                                  f"which is higher than the requested {t.count}."))
+                                  error_message=f"The topic {t.name} currently has {current} "
+                                  f"partition(s); {t.count} would not be an increase."))
             continue
         if t.count == current:
             results.append(Result(name=t.name, error_code=ErrorCode.INVALID_PARTITIONS,
-                                  error_message=f"Topic already has {current} partitions."))
+                                  error_message=f"Topic already has {current} partition(s)."))
             continue
         assignments = None
         if t.assignments is not None:

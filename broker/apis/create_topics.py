@@ -5,15 +5,13 @@ from protocol.errors import ErrorCode
 from protocol.messages import CreateTopicsResponse
 
 from ..security.authorizer import AclOperation, ResourceType
-from ..topics import validate_topic_config, validate_topic_name
+from ..topic_configs import DYNAMIC_TOPIC_CONFIG, TOPIC_CONFIGS, validate_topic_config
+from ..topics import validate_topic_name
 
 NAME = "CreateTopics"
-VERSIONS = (2, 7)
 
 Result = CreateTopicsResponse.CreatableTopicResult
 ConfigEntry = CreateTopicsResponse.CreatableTopicConfigs
-SOURCE_DYNAMIC_TOPIC = 1
-SOURCE_DEFAULT = 5
 
 
 def assignment_problem(broker, replica_lists: list[list[int]],
@@ -89,7 +87,7 @@ def _check(broker, topic) -> tuple[int, str | None, int, int, list | None]:
         if c.name in seen:
             return ErrorCode.INVALID_REQUEST, f"Duplicate config {c.name}", 0, 0, None
         seen.add(c.name)
-        if c.name not in broker.topics.defaults:
+        if c.name not in TOPIC_CONFIGS:
             return ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}", 0, 0, None
         problem = validate_topic_config(c.name, c.value)
         if problem:
@@ -200,10 +198,11 @@ def handle(broker, ctx, request, respond) -> None:
                                            replication_factor=rf, assignments=assignments)
             topic_id = created.topic_id
             broker.on_topic_created(created, reason="CreateTopics")
-        entries = [ConfigEntry(name=n, value=configs.get(n, d), read_only=False,
-                               config_source=SOURCE_DYNAMIC_TOPIC if n in configs else
-                               SOURCE_DEFAULT, is_sensitive=False)
-                   for n, (d, _) in sorted(broker.topics.defaults.items())]
+        defaults = broker.topics.broker_defaults
+        entries = [ConfigEntry(name=n, value=configs.get(n, defaults.value(n)), read_only=False,
+                               config_source=DYNAMIC_TOPIC_CONFIG if n in configs else
+                               defaults.sources[n], is_sensitive=False)
+                   for n in sorted(TOPIC_CONFIGS)]
         if may_see_configs is None or may_see_configs(topic.name):
             result = Result(name=topic.name, error_code=ErrorCode.NONE, error_message=None,
                             num_partitions=partitions, replication_factor=rf, configs=entries)

@@ -11,7 +11,6 @@ from .acls import (CLUSTER_AUTHORIZATION_FAILED, MAX_ACLS_PER_REQUEST, NO_AUTHOR
                    filter_has_unknown)
 
 NAME = "DeleteAcls"
-VERSIONS = (1, 3)
 Result = DeleteAclsResponse.DeleteAclsFilterResult
 Matching = DeleteAclsResponse.DeleteAclsMatchingAcl
 

@@ -7,7 +7,6 @@ from protocol.errors import ErrorCode
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "DeleteGroups"
-VERSIONS = (0, 2)
 
 DELETE = AclOperation.DELETE
 GROUP = ResourceType.GROUP

@@ -10,7 +10,6 @@ from ..security.authorizer import AclOperation, ResourceType
 from ..log.base import OffsetOutOfRange
 
 NAME = "DeleteRecords"
-VERSIONS = (0, 2)
 
 TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
 PartitionResult = DeleteRecordsResponse.DeleteRecordsPartitionResult

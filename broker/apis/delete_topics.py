@@ -8,7 +8,6 @@ from protocol.schema import ZERO_UUID
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "DeleteTopics"
-VERSIONS = (1, 6)
 
 Result = DeleteTopicsResponse.DeletableTopicResult
 TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED

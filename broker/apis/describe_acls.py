@@ -10,7 +10,6 @@ from .acls import (CLUSTER_AUTHORIZATION_FAILED, NO_AUTHORIZER, SECURITY_DISABLE
                    cluster_denied_message, filter_has_unknown)
 
 NAME = "DescribeAcls"
-VERSIONS = (1, 3)
 Resource_ = DescribeAclsResponse.DescribeAclsResource
 Acl_ = DescribeAclsResponse.AclDescription
 

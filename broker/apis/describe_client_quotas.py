@@ -15,7 +15,6 @@ from protocol.errors import ErrorCode
 from protocol.messages import DescribeClientQuotasResponse
 
 NAME = "DescribeClientQuotas"
-VERSIONS = (0, 1)
 
 MATCH_TYPE_EXACT = 0
 MATCH_TYPE_DEFAULT = 1

@@ -9,7 +9,6 @@ from ..security.authorization import cluster_authorized_operations
 from .replicas import controller_id, nodes
 
 NAME = "DescribeCluster"
-VERSIONS = (0, 2)
 
 
 def handle(broker, ctx, request, respond) -> None:

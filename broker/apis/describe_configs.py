@@ -4,16 +4,12 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeConfigsResponse
 
-from ..config import SETTINGS
 from ..security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
-from ..topics import INT_TOPIC_CONFIGS
+from ..topic_configs import DYNAMIC_TOPIC_CONFIG, TOPIC_CONFIGS
 
 NAME = "DescribeConfigs"
-VERSIONS = (1, 4)
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
-SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
-TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_LIST = 1, 2, 3, 5, 7
 
 Result = DescribeConfigsResponse.DescribeConfigsResult
 Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
@@ -22,39 +18,33 @@ Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
 
 def _topic_entries(broker, topic, keys, synonyms: bool):
     out = []
-    for name, (default, broker_name) in sorted(broker.topics.defaults.items()):
+    defaults = broker.topics.broker_defaults
+    for name, spec in sorted(TOPIC_CONFIGS.items()):
         if keys is not None and name not in keys:
             continue
         explicit = topic.configs.get(name)
-        source = SOURCE_DYNAMIC_TOPIC if explicit is not None else SOURCE_DEFAULT
         syn = []
         if synonyms:
             if explicit is not None:
-                syn.append(Synonym(name=name, value=explicit, source=SOURCE_DYNAMIC_TOPIC))
-            syn.append(Synonym(name=broker_name, value=default, source=SOURCE_DEFAULT))
-        out.append(Entry(name=name, value=explicit if explicit is not None else default,
-                         read_only=False, config_source=source, is_sensitive=False,
-                         synonyms=syn,
-                         config_type=TYPE_LONG if name in INT_TOPIC_CONFIGS else TYPE_STRING,
+                syn.append(Synonym(name=name, value=explicit, source=DYNAMIC_TOPIC_CONFIG))
+            syn += [Synonym(name=n, value=v, source=src) for n, v, src in defaults.synonyms[name]]
+        out.append(Entry(name=name, value=explicit if explicit is not None else defaults.value(name),
+                         read_only=False,
+                         config_source=DYNAMIC_TOPIC_CONFIG if explicit is not None
+                         else defaults.sources[name],
+                         is_sensitive=False, synonyms=syn, config_type=spec.type,
                          documentation=None))
     return out
 
 
-def _broker_entries(broker, keys):
-    out = []
-    for name, setting in sorted(SETTINGS.items()):
-        if keys is not None and name not in keys:
-            continue
-        value = broker.config[name]
-        text = None if value is None else (str(value).lower() if isinstance(value, bool)
-                                           else str(value))
-        ctype = TYPE_BOOLEAN if setting.parse.__name__ == "_bool" else \
-            TYPE_INT if setting.parse is int else TYPE_STRING
-        source = SOURCE_DEFAULT if value == setting.default else SOURCE_STATIC_BROKER
-        out.append(Entry(name=name, value=text, read_only=True, config_source=source,
-                         is_sensitive=False, synonyms=[], config_type=ctype,
-                         documentation=setting.doc))
-    return out
+def _broker_entries(broker, name: str, keys, synonyms: bool):
+    """Kafka's broker configs (broker/broker_configs.py): every one for this broker's id, the
+    cluster-wide dynamic ones for the default entity ""."""
+    return [Entry(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                  is_sensitive=e.sensitive, config_type=e.type, documentation=None,
+                  synonyms=[Synonym(name=n, value=v, source=src) for n, v, src in e.synonyms]
+                  if synonyms else [])
+            for e in broker.topics.broker_configs.describe(name, keys)]
 
 
 #: config resource type -> (the ACL resource whose configs it is, the error when denied)
@@ -114,7 +104,7 @@ def handle(broker, ctx, request, respond) -> None:
                                       resource_type=BROKER, resource_name=res.resource_name,
                                       configs=[]))
                 continue
-            configs = _broker_entries(broker, keys)
+            configs = _broker_entries(broker, res.resource_name, keys, request.include_synonyms)
         else:
             results.append(Result(error_code=ErrorCode.INVALID_REQUEST,
                                   error_message=f"Unsupported resource type {res.resource_type}",

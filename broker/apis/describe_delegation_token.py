@@ -7,7 +7,6 @@ from protocol.messages import DescribeDelegationTokenResponse
 from ..security.delegation_tokens import refusal
 
 NAME = "DescribeDelegationToken"
-VERSIONS = (1, 3)
 
 
 def handle(broker, ctx, request, respond) -> None:

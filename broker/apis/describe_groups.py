@@ -8,7 +8,6 @@ from protocol.errors import ErrorCode
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "DescribeGroups"
-VERSIONS = (0, 6)
 
 DESCRIBE = AclOperation.DESCRIBE
 GROUP = ResourceType.GROUP

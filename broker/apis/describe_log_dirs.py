@@ -9,15 +9,14 @@ from protocol.errors import ErrorCode
 from protocol.messages import DescribeLogDirsResponse
 
 from ..security.authorizer import AclOperation
+from .replicas import IN_MEMORY
 
 NAME = "DescribeLogDirs"
-VERSIONS = (1, 5)
 
 Result = DescribeLogDirsResponse.DescribeLogDirsResult
 TopicResult = DescribeLogDirsResponse.DescribeLogDirsTopic
 PartitionResult = DescribeLogDirsResponse.DescribeLogDirsPartition
 
-IN_MEMORY = "in-memory"
 
 
 def handle(broker, ctx, request, respond) -> None:

@@ -9,7 +9,6 @@ from protocol.messages import DescribeProducersResponse
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "DescribeProducers"
-VERSIONS = (0, 0)
 
 TopicResponse = DescribeProducersResponse.TopicResponse
 PartitionResponse = DescribeProducersResponse.PartitionResponse

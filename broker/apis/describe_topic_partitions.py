@@ -12,7 +12,6 @@ from ..topics import INTERNAL_TOPICS, validate_topic_name
 from .replicas import placement
 
 NAME = "DescribeTopicPartitions"
-VERSIONS = (0, 0)
 
 Topic_ = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
 Partition_ = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition

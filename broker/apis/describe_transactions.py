@@ -7,7 +7,6 @@ from protocol.messages import DescribeTransactionsResponse
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "DescribeTransactions"
-VERSIONS = (0, 0)
 
 
 def handle(broker, ctx, request, respond) -> None:

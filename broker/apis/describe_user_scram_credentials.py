@@ -10,7 +10,6 @@ from protocol.errors import ErrorCode
 from protocol.messages import DescribeUserScramCredentialsResponse
 
 NAME = "DescribeUserScramCredentials"
-VERSIONS = (0, 0)
 
 Response = DescribeUserScramCredentialsResponse
 Result = Response.DescribeUserScramCredentialsResult

@@ -14,7 +14,6 @@ from .acls import cluster_denied_message
 from .replicas import elect_leader, placement
 
 NAME = "ElectLeaders"
-VERSIONS = (0, 2)
 
 PREFERRED, UNCLEAN = 0, 1
 

@@ -8,7 +8,6 @@ from protocol.messages import EndTxnResponse
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "EndTxn"
-VERSIONS = (0, 5)
 
 E = ErrorCode
 

@@ -7,7 +7,6 @@ from protocol.messages import ExpireDelegationTokenResponse
 from ..security.delegation_tokens import refusal, timestamp
 
 NAME = "ExpireDelegationToken"
-VERSIONS = (1, 2)
 
 
 def handle(broker, ctx, request, respond) -> None:

@@ -28,7 +28,6 @@ from .replicas import leader_error
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "Fetch"
-VERSIONS = (4, 18)
 
 #: the first version that names topics by id
 TOPIC_ID_VERSION = 13
@@ -370,4 +369,4 @@ def handle(broker, ctx, request, respond) -> None:
         respond(answer(broker, work, reads))
         return
     ctx.park()
-    broker.fetches.wait(work, request.max_wait_ms, respond)
+    broker.fetches.wait(work, request.max_wait_ms, respond, read, answer)

@@ -11,12 +11,10 @@ from protocol.errors import ErrorCode
 from protocol.messages import FindCoordinatorResponse
 
 from ..security.authorizer import AclOperation, ResourceType
-from ..topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from .coordinator_routing import GROUP, TRANSACTION, coordinator_node
 
 NAME = "FindCoordinator"
-VERSIONS = (0, 6)
 
-GROUP, TRANSACTION = 0, 1
 _DENIED_MESSAGES = {ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
                     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
                         "Transactional Id authorization failed."}
@@ -57,15 +55,6 @@ def _node(broker, ctx, key: str, key_type: int) -> tuple[int, str, int]:
     if node == -1:
         return -1, "", -1
     return (node, *broker.advertised(ctx.listener, node))
-
-
-def coordinator_node(broker, key: str, key_type: int) -> int:
-    """The node leading the internal partition of ``key``, -1 while it has no leader."""
-    if key_type == TRANSACTION:
-        topic, coordinator = TRANSACTION_STATE_TOPIC, broker.transactions
-    else:
-        topic, coordinator = OFFSETS_TOPIC, broker.coordinator
-    return broker.topics.partition(topic, coordinator.partition_for(key)).leader
 
 
 def _located(broker, ctx, key: str, key_type: int) -> tuple[int, str | None, tuple]:

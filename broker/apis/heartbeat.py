@@ -7,7 +7,6 @@ from protocol.errors import ErrorCode
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "Heartbeat"
-VERSIONS = (0, 4)
 
 READ = AclOperation.READ
 GROUP = ResourceType.GROUP

@@ -8,7 +8,6 @@ from protocol.messages import IncrementalAlterConfigsResponse
 from .alter_configs import ConfigError, alter_each, check_config
 
 NAME = "IncrementalAlterConfigs"
-VERSIONS = (0, 1)
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 LIST_CONFIGS = {"cleanup.policy"}

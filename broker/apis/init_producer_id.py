@@ -8,7 +8,6 @@ from protocol.messages import InitProducerIdResponse
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "InitProducerId"
-VERSIONS = (0, 5)
 
 E = ErrorCode
 

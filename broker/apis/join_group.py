@@ -8,7 +8,6 @@ from protocol.errors import ErrorCode
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "JoinGroup"
-VERSIONS = (0, 9)
 
 READ = AclOperation.READ
 GROUP = ResourceType.GROUP

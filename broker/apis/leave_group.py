@@ -7,7 +7,6 @@ from protocol.errors import ErrorCode
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "LeaveGroup"
-VERSIONS = (0, 5)
 
 READ = AclOperation.READ
 GROUP = ResourceType.GROUP

@@ -13,7 +13,6 @@ from ..security.authorizer import AclOperation
 from .replicas import broker_ids
 
 NAME = "ListConfigResources"
-VERSIONS = (0, 1)
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 

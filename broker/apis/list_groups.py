@@ -8,7 +8,6 @@ from ..security.authorizer import AclOperation, ResourceType
 from .coordinator_routing import hosted_groups
 
 NAME = "ListGroups"
-VERSIONS = (0, 5)
 
 DESCRIBE = AclOperation.DESCRIBE
 GROUP = ResourceType.GROUP

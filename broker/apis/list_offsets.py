@@ -20,7 +20,6 @@ from ..security.authorizer import AclOperation, ResourceType
 from .replicas import epoch_at, leader_error
 
 NAME = "ListOffsets"
-VERSIONS = (1, 11)
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 EARLIEST_PENDING_UPLOAD = -6

@@ -12,7 +12,6 @@ from .acls import cluster_denied_message
 from .replicas import placement
 
 NAME = "ListPartitionReassignments"
-VERSIONS = (0, 0)
 
 TopicAnswer = ListPartitionReassignmentsResponse.OngoingTopicReassignment
 PartitionAnswer = ListPartitionReassignmentsResponse.OngoingPartitionReassignment

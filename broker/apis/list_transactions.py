@@ -8,7 +8,6 @@ from ..security.authorizer import AclOperation, ResourceType
 from .coordinator_routing import hosted_transactions
 
 NAME = "ListTransactions"
-VERSIONS = (0, 2)
 
 State = ListTransactionsResponse.TransactionState
 

@@ -11,7 +11,6 @@ from ..topics import validate_topic_name
 from .replicas import controller_id, nodes
 
 NAME = "Metadata"
-VERSIONS = (0, 13)
 
 Broker_ = MetadataResponse.MetadataResponseBroker
 Topic_ = MetadataResponse.MetadataResponseTopic

@@ -15,7 +15,6 @@ from ..security.authorization import take_unreadable_topics
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "OffsetCommit"
-VERSIONS = (2, 10)
 #: from this version topics go by id
 FIRST_TOPIC_ID_VERSION = 10
 

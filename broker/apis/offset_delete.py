@@ -10,7 +10,6 @@ from ..security.authorization import take_unreadable_topics
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "OffsetDelete"
-VERSIONS = (0, 0)
 
 DELETE = AclOperation.DELETE
 GROUP = ResourceType.GROUP

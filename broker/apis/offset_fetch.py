@@ -13,7 +13,6 @@ from protocol.errors import ErrorCode
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "OffsetFetch"
-VERSIONS = (1, 10)
 #: from this version topics go by id
 FIRST_TOPIC_ID_VERSION = 10
 

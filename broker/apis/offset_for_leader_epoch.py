@@ -12,7 +12,6 @@ from ..security.authorizer import AclOperation, ResourceType
 from .replicas import leader_epochs, leader_error
 
 NAME = "OffsetForLeaderEpoch"
-VERSIONS = (2, 4)
 
 TopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset

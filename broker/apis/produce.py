@@ -16,7 +16,8 @@ topic since deleted, even if re-created under the same name with a new id) is UN
 for each of its partitions, decided before authorization as Kafka does. v0-2 are advertised, as
 Kafka 4 advertises them (KAFKA-18659: older librdkafka refuses to compress otherwise), but not
 served: Kafka 4 closes the connection on such a request, whatever it holds, and so does this
-broker (broker/server.py closes on any version outside VERSIONS).
+broker (broker/server.py closes on any version outside those served: SERVED in
+broker/apis/__init__.py).
 """
 from __future__ import annotations
 
@@ -32,8 +33,6 @@ from ..log import InvalidRecordError, validate_batches
 from .replicas import led_elsewhere
 
 NAME = "Produce"
-VERSIONS = (3, 13)  # Kafka 4 removed v0-2 (magic 0/1 message sets)
-ADVERTISED_VERSIONS = (0, 13)  # KAFKA-18659
 #: from this version topics go by id
 FIRST_TOPIC_ID_VERSION = 13
 
@@ -166,13 +165,26 @@ def _has_transactional_records(request) -> bool:
 
 def _answer_all(request, respond, code: int, message: str | None) -> None:
     """Fail the whole request: every partition gets the same error."""
-    if request.acks == 0:
-        respond(None)
-        return
     respond(ProduceResponse(responses=[
         TopicResponse(name=td.name, topic_id=td.topic_id, partition_responses=[
             _error(pd.index, code, message) for pd in td.partition_data])
         for td in request.topic_data]))
+
+
+def _without_answer(ctx, request, respond):
+    """acks=0: no answer at all; but when a partition failed, the connection is closed (after
+    the answers before it), as Kafka closes it, so that the producer notices and refreshes
+    its metadata instead of sending into the void."""
+    def answered(response: ProduceResponse) -> None:
+        failed = [(td.name, p.index, p.error_code) for td in response.responses
+                  for p in td.partition_responses if p.error_code]
+        if failed:
+            ctx.conn.close_after_answers(
+                f"Closing connection due to error during produce request with correlation id "
+                f"{ctx.header.correlation_id} from client id {ctx.client_id} with ack=0: "
+                + ", ".join(f"{t}-{i}: {ErrorCode(c).name}" for t, i, c in failed))
+        respond(None)
+    return answered
 
 
 def handle(broker, ctx, request, respond) -> None:
@@ -188,6 +200,8 @@ def handle(broker, ctx, request, respond) -> None:
 
 
 def _handle(broker, ctx, request, respond) -> None:
+    if request.acks == 0:
+        respond = _without_answer(ctx, request, respond)
     auth = broker.authorizer
     # transactional records need a transactional id the principal may WRITE, else the whole
     # request fails (Kafka checks this first, even before topic ids)
@@ -219,10 +233,7 @@ def _handle(broker, ctx, request, respond) -> None:
                                               ctx.conn, acks))
         responses.append(TopicResponse(name=td.name, topic_id=td.topic_id,
                                        partition_responses=parts))
-    if acks == 0:
-        respond(None)
-    else:
-        respond(ProduceResponse(responses=responses))
+    respond(ProduceResponse(responses=responses))
 
 
 def _counting_bytes(quotas, ctx, respond):
@@ -432,18 +443,15 @@ class TransactionalProduce:
                 answers[slot] = append_checked(broker, topic, partition, pd.records, batch, now,
                                                guards.get(slot))
         request = self.request
-        if request.acks == 0:
-            self.respond(None)
-        else:
-            responses = []
-            slot = 0
-            for td in request.topic_data:
-                parts = []
-                for _pd in td.partition_data:
-                    parts.append(answers[slot])
-                    slot += 1
-                responses.append(TopicResponse(name=td.name, topic_id=td.topic_id,
-                                               partition_responses=parts))
-            self.respond(ProduceResponse(responses=responses))
+        responses = []
+        slot = 0
+        for td in request.topic_data:
+            parts = []
+            for _pd in td.partition_data:
+                parts.append(answers[slot])
+                slot += 1
+            responses.append(TopicResponse(name=td.name, topic_id=td.topic_id,
+                                           partition_responses=parts))
+        self.respond(ProduceResponse(responses=responses))
         if self.queued:
             _resume(self.conn)

@@ -10,10 +10,10 @@ from protocol.messages import RemoveRaftVoterResponse
 
 from ..security.authorizer import AclOperation
 
-from .raft_voters import ZERO_UUID, cluster_id_error, replica_key, voter_set, voters
+from .describe_quorum import (ZERO_UUID, cluster_id_error, quorum_voters, replica_key,
+                              voter_set)
 
 NAME = "RemoveRaftVoter"
-VERSIONS = (0, 0)
 
 
 def handle(broker, ctx, request, respond) -> None:
@@ -31,7 +31,7 @@ def _answer(broker, ctx, request) -> dict:
     if request.voter_id < 0 or request.voter_directory_id == ZERO_UUID:
         return dict(error_code=ErrorCode.INVALID_REQUEST,
                     error_message="Remove voter request didn't include a valid voter")
-    current = voters(broker)
+    current = quorum_voters(broker)
     key = (request.voter_id, request.voter_directory_id)
     if key not in current or len(current) == 1:
         return dict(error_code=ErrorCode.VOTER_NOT_FOUND, error_message=(

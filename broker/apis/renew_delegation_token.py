@@ -7,7 +7,6 @@ from protocol.messages import RenewDelegationTokenResponse
 from ..security.delegation_tokens import refusal, timestamp
 
 NAME = "RenewDelegationToken"
-VERSIONS = (1, 2)
 
 
 def handle(broker, ctx, request, respond) -> None:

@@ -9,7 +9,8 @@ import os
 
 from protocol.errors import ErrorCode
 
-from .describe_log_dirs import IN_MEMORY
+#: the log directory DescribeLogDirs names for a broker without --data-dir
+IN_MEMORY = "in-memory"
 
 
 class Placement:

@@ -6,7 +6,6 @@ from protocol.errors import ErrorCode
 from protocol.messages import SaslAuthenticateResponse
 
 NAME = "SaslAuthenticate"
-VERSIONS = (0, 2)
 
 
 def handle(broker, ctx, request, respond) -> None:

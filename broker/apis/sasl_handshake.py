@@ -8,7 +8,6 @@ from protocol.errors import ErrorCode
 from protocol.messages import SaslHandshakeResponse
 
 NAME = "SaslHandshake"
-VERSIONS = (0, 1)
 
 
 def handle(broker, ctx, request, respond) -> None:

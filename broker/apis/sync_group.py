@@ -8,7 +8,6 @@ from protocol.errors import ErrorCode
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "SyncGroup"
-VERSIONS = (0, 5)
 
 READ = AclOperation.READ
 GROUP = ResourceType.GROUP

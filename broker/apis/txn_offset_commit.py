@@ -10,7 +10,6 @@ from protocol.messages import TxnOffsetCommitResponse
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "TxnOffsetCommit"
-VERSIONS = (0, 5)
 
 E = ErrorCode
 TopicResponse = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic

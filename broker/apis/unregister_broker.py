@@ -16,7 +16,6 @@ from ..security.authorizer import AclOperation
 from .replicas import broker_ids
 
 NAME = "UnregisterBroker"
-VERSIONS = (0, 0)
 
 log = structlog.get_logger("broker.apis.unregister_broker")
 

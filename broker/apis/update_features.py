@@ -16,7 +16,6 @@ from protocol.errors import ErrorCode
 from protocol.messages import UpdateFeaturesResponse
 
 NAME = "UpdateFeatures"
-VERSIONS = (0, 2)
 
 log = structlog.get_logger("broker.apis.update_features")
 

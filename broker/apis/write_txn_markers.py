@@ -23,7 +23,6 @@ from ..txn_markers import write_txn_markers
 from .replicas import leader_error
 
 NAME = "WriteTxnMarkers"
-VERSIONS = (1, 2)
 
 MarkerResult = WriteTxnMarkersResponse.WritableTxnMarkerResult
 TopicResult = WriteTxnMarkersResponse.WritableTxnMarkerTopicResult

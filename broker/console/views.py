@@ -15,6 +15,7 @@ from protocol.errors import ErrorCode
 from protocol.records import CorruptRecordError, iter_batches
 
 from ..config import SECRET_SETTINGS, SETTINGS
+from ..topic_configs import TOPIC_CONFIGS
 from ..coordinator.consumer.group import ConsumerGroup
 from ..log.base import OffsetOutOfRange
 from ..topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
@@ -220,9 +221,11 @@ def topic_detail(broker, name: str) -> dict:
                            "leader_epoch": partition.leader_epoch,
                            "replicas": partition.replicas, "isr": partition.isr})
     configs = []
-    for config_name, (default, _setting) in sorted(broker.topics.defaults.items()):
+    defaults = broker.topics.broker_defaults
+    for config_name in sorted(TOPIC_CONFIGS):
         value = topic.configs.get(config_name)
-        configs.append({"name": config_name, "value": default if value is None else value,
+        configs.append({"name": config_name,
+                        "value": defaults.value(config_name) if value is None else value,
                         "is_default": value is None})
     summary = _topic_summary(topic)
     summary.update(partition_count=summary["partitions"], partitions=partitions,

@@ -23,8 +23,8 @@ from bisect import bisect_left
 from dataclasses import dataclass, fields
 from typing import Callable, ClassVar, Mapping, NamedTuple
 
-from crc32c import crc32c
 
+from protocol import records as _records
 from protocol.records import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
@@ -242,7 +242,8 @@ def prepare_append(batches, next_offset: int, log_append_time: int | None = None
         if log_append_time is not None:
             _INT16.pack_into(buf, position + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
             _INT64.pack_into(buf, position + MAX_TIMESTAMP_OFFSET, log_append_time)
-            crc = crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET:position + size])
+            crc = _records.crc32c(
+                memoryview(buf)[position + ATTRIBUTES_OFFSET:position + size])
             _UINT32.pack_into(buf, position + CRC_OFFSET, crc)
             max_ts = log_append_time
         following = next_offset + last_delta + 1

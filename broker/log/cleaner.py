@@ -37,8 +37,8 @@ import struct
 import time
 from typing import Callable, NamedTuple
 
-from crc32c import crc32c
 
+from protocol import records as _records
 from protocol.records import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -502,7 +502,7 @@ def _header(batch: RecordBatch, body, count: int, attributes: int, base_timestam
                       batch.partition_leader_epoch, 2, 0, attributes, batch.last_offset_delta,
                       base_timestamp, max_timestamp, batch.producer_id, batch.producer_epoch,
                       batch.base_sequence, count)
-    _CRC.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    _CRC.pack_into(out, CRC_OFFSET, _records.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return bytes(out)
 
 

@@ -24,7 +24,6 @@ from typing import Callable, Iterator, Mapping
 from .base import LogConfig, PartitionLog, wall_clock_ms
 from .cleaner import LogCleaner
 from .memory import MemoryBudget, MemoryLog
-from .segments import SegmentLog
 
 __all__ = ["LogManager", "partition_dir_name", "parse_partition_dir_name", "validate_topic_name"]
 
@@ -102,7 +101,7 @@ class LogManager:
                 logger.debug("log manager: ignoring directory %s", path)
                 continue
             if key not in self._logs:
-                self._logs[key] = SegmentLog(path, self._config(*key), clock=self._clock)
+                self._logs[key] = segment_log(path, self._config(*key), clock=self._clock)
             found.append(key)
         return found
 
@@ -150,7 +149,7 @@ class LogManager:
                 self.memory_budget.add(log)
         else:
             path = os.path.join(self.data_dir, partition_dir_name(topic, partition))
-            log = SegmentLog(path, config, clock=self._clock)
+            log = segment_log(path, config, clock=self._clock)
         self._logs[(topic, partition)] = log
         return log
 
@@ -248,3 +247,10 @@ class LogManager:
                 logger.error("log manager: closing %r failed: %s", log, exc)
         if errors:
             raise errors[0]
+
+
+def segment_log(path: str, config: LogConfig, clock):
+    """A partition's SegmentLog: the segments module is loaded only by a broker with a data
+    directory."""
+    from .segments import SegmentLog
+    return SegmentLog(path, config, clock=clock)

@@ -1,26 +1,11 @@
-"""SegmentLog: a partition log in segment files, laid out like Kafka's.
+"""SegmentLog: a partition log in segment files, laid out like Kafka's (Kafka's UnifiedLog and
+LocalLog).
 
-Directory ``<data_dir>/<topic>-<partition>/`` holds, per segment, named by the segment's base
-offset zero-padded to 20 digits:
-
-- ``00000000000000000000.log``: the record batches, byte for byte as in Kafka's .log files
-  (kafka-dump-log can read them);
-- ``.index``: sparse offset index, 8-byte entries (int32 offset relative to the segment's base
-  offset, int32 file position), one entry whenever more than index.interval.bytes were appended
-  since the previous entry. Our entries name the batch's *base* offset (Kafka's name its last
-  offset); either way a lookup yields a batch start at or before the wanted batch;
-- ``.timeindex``: 12-byte entries (int64 max timestamp so far, int32 relative offset of the
-  batch that first reached it), added at the same points when the max timestamp grew, plus a
-  final entry when the segment is rolled or closed, so its last entry is the segment's max
-  timestamp.
-
-plus ``log-start-offset.checkpoint`` (version line, then the log start offset), rewritten
-atomically (temp file, fsync, rename, fsync of the directory) whenever DeleteRecords or retention
-moves the log start offset.
-
-Index files are written when a segment is rolled and on close (atomically, via temp file and
-rename), not on every append. The active segment's indexes live in memory and are rebuilt on
-open.
+Directory ``<data_dir>/<topic>-<partition>/`` holds the segments, each a ``.log`` file of record
+batches with its ``.index`` and ``.timeindex`` (``segment``: LogSegment), named by its base
+offset (``files``), plus ``log-start-offset.checkpoint`` (version line, then the log start
+offset), rewritten atomically (temp file, fsync, rename, fsync of the directory) whenever
+DeleteRecords or retention moves the log start offset.
 
 Opening (recovery)
     Every batch of the last segment is checked (header, CRC32C, offsets increasing); a torn or
@@ -47,12 +32,9 @@ log.flush.interval.messages / log.flush.interval.ms)
     development stand-in cannot, so this trade-off is the same as running Kafka with one broker.
 
 Compaction (cleanup.policy=compact, ``cleaning_pass``)
-    The cleaner writes each cleaned segment as ``<base>.log.cleaned`` (with ``.index.cleaned``
-    and ``.timeindex.cleaned``) in its thread and fsyncs it; on the event loop the files are
-    renamed ``.swap`` (the log first), the segments they replace deleted, and the ``.swap``
-    files renamed to their final names (the log last). Opening a log deletes ``.cleaned``
-    files and finishes an interrupted swap: a ``.log.swap`` replaces every segment whose base
-    offset falls in its offset range. ``cleaner-offset.checkpoint`` (version line, then an
+    The cleaner's thread writes cleaned segments beside the log (``segment_cleaning``); on the
+    event loop they are swapped in crash-safely (``_swap_in``), and opening a log finishes or
+    drops a swap a crash interrupted. ``cleaner-offset.checkpoint`` (version line, then an
     offset) is where the next pass starts, Kafka's cleaner offset checkpoint.
 
 segment.ms is counted from the first append into the segment by this process (or from opening
@@ -64,16 +46,14 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
-import struct
 import threading
-from array import array
 from bisect import bisect_left, bisect_right
 from typing import Callable
 
 from protocol.records import HEADER_SIZE, LOG_OVERHEAD, CorruptRecordError, RecordBatch
 
+from . import files, segment_cleaning
 from .base import (
     INT_MAX,
     NO_TIMESTAMP,
@@ -87,552 +67,41 @@ from .base import (
 )
 from .cleaner import (
     DEFAULT_MAP_BYTES,
-    BatchFilter,
-    CleanedTransactions,
-    OffsetMap,
     last_records_of_producers,
-    map_batch,
     merge_retained_aborted,
     run_to_end,
 )
+from .files import (
+    CHECKPOINT_FILE,
+    CHECKPOINT_VERSION,
+    CLEANED_SUFFIX,
+    CLEANER_CHECKPOINT_FILE,
+    INDEX_SUFFIX,
+    LAST_DELTA,
+    LAST_DELTA_AT,
+    LENGTH_AT,
+    LOG_SUFFIX,
+    MAX_TS,
+    MAX_TS_AT,
+    NEED_FOR_MAX_TS,
+    NEED_FOR_NEXT,
+    NEED_FOR_SIZE,
+    SCAN_CHUNK,
+    SEGMENT_NAME,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TMP_SUFFIX,
+    Reader,
+    atomic_write,
+    segment_file_name,
+    segment_path,
+    write_all,
+)
+from .segment import LogSegment
 
 __all__ = ["SegmentLog", "CHECKPOINT_FILE", "segment_file_name"]
 
 logger = logging.getLogger("broker.log")
-
-CHECKPOINT_FILE = "log-start-offset.checkpoint"
-CLEANER_CHECKPOINT_FILE = "cleaner-offset.checkpoint"
-_CHECKPOINT_VERSION = 0
-_LOG_SUFFIX = ".log"
-_INDEX_SUFFIX = ".index"
-_TIME_INDEX_SUFFIX = ".timeindex"
-_TMP_SUFFIX = ".tmp"
-_CLEANED_SUFFIX = ".cleaned"
-_SWAP_SUFFIX = ".swap"
-_SWAP_LOG = re.compile(r"^(\d{20})\.log\.swap$")
-_SWAP_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)\.swap$")
-_SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
-_SCAN_CHUNK = 4 << 20
-_OFFSET_INDEX_ENTRY = 8
-_TIME_INDEX_ENTRY = 12
-
-_LENGTH_AT = struct.Struct(">qi")  # base offset, batch length
-_LAST_DELTA = struct.Struct(">i")  # at +23
-_MAX_TS = struct.Struct(">q")  # at +35
-_LAST_DELTA_AT = 23
-_MAX_TS_AT = 35
-_NEED_FOR_SIZE = 12
-_NEED_FOR_NEXT = 27
-_NEED_FOR_MAX_TS = 43
-
-
-def segment_file_name(base_offset: int, suffix: str = _LOG_SUFFIX) -> str:
-    return f"{base_offset:020d}{suffix}"
-
-
-def _pread_full(fd: int, length: int, position: int) -> bytes:
-    data = os.pread(fd, length, position)
-    if len(data) == length or not data:
-        return data
-    parts = [data]
-    got = len(data)
-    while got < length:
-        more = os.pread(fd, length - got, position + got)
-        if not more:
-            break
-        parts.append(more)
-        got += len(more)
-    return b"".join(parts)
-
-
-def _write_all(fd: int, data, position: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, position)
-        view = view[written:]
-        position += written
-
-
-def _sync_data(fd: int) -> None:
-    """fdatasync where the platform has it (the file's size is data, so appends are covered)."""
-    if hasattr(os, "fdatasync"):
-        os.fdatasync(fd)
-    else:
-        os.fsync(fd)
-
-
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: str, data: bytes, *, durable: bool) -> None:
-    tmp = path + _TMP_SUFFIX
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        _write_all(fd, data, 0)
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    if durable:
-        _fsync_dir(os.path.dirname(path))
-
-
-class _Reader:
-    """Buffered positional reads over one segment file: one pread per chunk."""
-
-    __slots__ = ("fd", "limit", "chunk", "buf", "start")
-
-    def __init__(self, fd: int, limit: int, chunk: int):
-        self.fd = fd
-        self.limit = limit
-        self.chunk = chunk
-        self.buf = b""
-        self.start = 0
-
-    def ensure(self, pos: int, n: int):
-        """(buffer, index) such that buffer[index:index + n] is the file's [pos, pos + n);
-        None if the file (up to limit) ends first."""
-        start = self.start
-        if pos >= start and pos + n <= start + len(self.buf):
-            return self.buf, pos - start
-        if pos + n > self.limit:
-            return None
-        length = min(max(n, self.chunk), self.limit - pos)
-        buf = _pread_full(self.fd, length, pos)
-        if len(buf) < n:
-            return None
-        self.buf = buf
-        self.start = pos
-        return buf, 0
-
-    def slice(self, start: int, end: int):
-        if start >= self.start and end <= self.start + len(self.buf):
-            rel = start - self.start
-            if rel == 0 and end - start == len(self.buf):
-                return self.buf
-            return memoryview(self.buf)[rel:rel + end - start]
-        return _pread_full(self.fd, end - start, start)
-
-
-class _Segment:
-    """One segment: its file and in-memory indexes."""
-
-    __slots__ = (
-        "base_offset", "log_path", "fd", "writable", "size", "idx_rel", "idx_pos", "time_ts",
-        "time_rel", "max_ts", "max_ts_offset", "bytes_since_index", "rolling_base_ms",
-        "next_offset",
-    )
-
-    def __init__(self, directory: str, base_offset: int):
-        self.base_offset = base_offset
-        self.log_path = os.path.join(directory, segment_file_name(base_offset))
-        self.fd: int | None = None
-        self.writable = False
-        self.size = 0
-        self.next_offset = base_offset  # exact for the active segment only
-        self.rolling_base_ms: int | None = None
-        self.reset_indexes()
-
-    def reset_indexes(self) -> None:
-        self.idx_rel = array("i")
-        self.idx_pos = array("i")
-        self.time_ts = array("q")
-        self.time_rel = array("i")
-        self.max_ts = NO_TIMESTAMP
-        self.max_ts_offset = self.base_offset
-        self.bytes_since_index = 0
-
-    @property
-    def index_path(self) -> str:
-        return self.log_path[:-len(_LOG_SUFFIX)] + _INDEX_SUFFIX
-
-    @property
-    def time_index_path(self) -> str:
-        return self.log_path[:-len(_LOG_SUFFIX)] + _TIME_INDEX_SUFFIX
-
-    def open(self, *, writable: bool = False) -> int:
-        if self.fd is not None and (self.writable or not writable):
-            return self.fd
-        if self.fd is not None:
-            os.close(self.fd)
-        flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
-        self.fd = os.open(self.log_path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
-        self.writable = writable
-        return self.fd
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-            self.writable = False
-
-    def add_batch(self, position: int, size: int, base: int, max_ts: int, interval: int) -> None:
-        if max_ts > self.max_ts:
-            self.max_ts = max_ts
-            self.max_ts_offset = base
-        if self.bytes_since_index > interval:
-            self.idx_rel.append(base - self.base_offset)
-            self.idx_pos.append(position)
-            if self.max_ts > (self.time_ts[-1] if self.time_ts else NO_TIMESTAMP):
-                self.time_ts.append(self.max_ts)
-                self.time_rel.append(self.max_ts_offset - self.base_offset)
-            self.bytes_since_index = 0
-        self.bytes_since_index += size
-
-    def finish_time_index(self) -> None:
-        if self.max_ts > (self.time_ts[-1] if self.time_ts else NO_TIMESTAMP):
-            self.time_ts.append(self.max_ts)
-            self.time_rel.append(self.max_ts_offset - self.base_offset)
-
-    def lookup_position(self, offset: int) -> int:
-        """File position of a batch start at or before the batch containing ``offset``."""
-        i = bisect_right(self.idx_rel, offset - self.base_offset) - 1
-        return self.idx_pos[i] if i >= 0 else 0
-
-    def start_offset_for_timestamp(self, timestamp: int) -> int:
-        """An offset before which no batch of this segment has max timestamp >= timestamp."""
-        i = bisect_right(self.time_ts, timestamp) - 1
-        return self.base_offset + self.time_rel[i] if i >= 0 else self.base_offset
-
-    def largest_timestamp(self) -> int:
-        """Kafka's LogSegment.largestTimestamp: the max timestamp, else the file's mtime."""
-        if self.max_ts >= 0:
-            return self.max_ts
-        try:
-            return int(os.stat(self.log_path).st_mtime * 1000)
-        except OSError:
-            return NO_TIMESTAMP
-
-    def index_data(self) -> tuple[bytes, bytes]:
-        """The bytes of the .index and .timeindex files."""
-        n = len(self.idx_rel)
-        values = [0] * (2 * n)
-        values[0::2] = self.idx_rel
-        values[1::2] = self.idx_pos
-        n = len(self.time_ts)
-        tvalues: list[int] = [0] * (2 * n)
-        tvalues[0::2] = self.time_ts
-        tvalues[1::2] = self.time_rel
-        return struct.pack(f">{len(values)}i", *values), struct.pack(">" + "qi" * n, *tvalues)
-
-    def write_indexes(self, *, durable: bool = False) -> None:
-        index, time_index = self.index_data()
-        _atomic_write(self.index_path, index, durable=durable)
-        _atomic_write(self.time_index_path, time_index, durable=durable)
-
-    def load_indexes(self, next_base: int) -> bool:
-        """Load the index files of a closed segment; False if missing or failing sanity checks
-        (then the caller rebuilds them by scanning the segment)."""
-        try:
-            with open(self.index_path, "rb") as f:
-                index_data = f.read()
-            with open(self.time_index_path, "rb") as f:
-                time_data = f.read()
-        except OSError:
-            return False
-        if len(index_data) % _OFFSET_INDEX_ENTRY or len(time_data) % _TIME_INDEX_ENTRY:
-            return False
-        n = len(index_data) // _OFFSET_INDEX_ENTRY
-        values = struct.unpack(f">{2 * n}i", index_data)
-        rel, pos = array("i", values[0::2]), array("i", values[1::2])
-        span = next_base - self.base_offset
-        if n and (rel[0] < 0 or rel[-1] >= span or pos[0] <= 0 or pos[-1] >= self.size):
-            return False
-        if any(rel[i] >= rel[i + 1] or pos[i] >= pos[i + 1] for i in range(n - 1)):
-            return False
-        n = len(time_data) // _TIME_INDEX_ENTRY
-        tvalues = struct.unpack(">" + "qi" * n, time_data)
-        ts, trel = array("q", tvalues[0::2]), array("i", tvalues[1::2])
-        if self.size > 0 and n == 0:
-            return False  # the final entry (the segment's max timestamp) is missing
-        if n and (trel[0] < 0 or trel[-1] >= span):
-            return False
-        if any(ts[i] >= ts[i + 1] or trel[i] > trel[i + 1] for i in range(n - 1)):
-            return False
-        self.idx_rel, self.idx_pos, self.time_ts, self.time_rel = rel, pos, ts, trel
-        if n:
-            self.max_ts = ts[-1]
-            self.max_ts_offset = self.base_offset + trel[-1]
-        self.next_offset = next_base
-        return True
-
-    def delete_files(self) -> None:
-        self.close()
-        for path in (self.log_path, self.index_path, self.time_index_path):
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
-
-
-# --- compaction: the file work of a cleaning pass, done off the event loop -------------------
-
-class _Aborted(Exception):
-    """The log was closed or deleted while a pass worked on its files."""
-
-
-class _CleaningJob:
-    """What a cleaning pass's thread needs, as plain values (nothing it reads is shared with
-    the event loop but the segment files, which are immutable once rolled)."""
-
-    __slots__ = ("directory", "segments", "first_dirty", "first_uncleanable", "now",
-                 "delete_retention_ms", "segment_bytes", "index_interval_bytes", "aborted",
-                 "last_records", "map_bytes", "stop")
-
-    def __init__(self, **values) -> None:
-        for name, value in values.items():
-            setattr(self, name, value)
-
-
-class _CleanedSegment:
-    """One cleaned segment written as ``<base>.*.cleaned``, replacing the segments at
-    ``replaces`` (base offsets), with its indexes."""
-
-    __slots__ = ("base_offset", "replaces", "size", "idx_rel", "idx_pos", "time_ts", "time_rel",
-                 "max_ts", "max_ts_offset")
-
-
-class _CleaningResult:
-    __slots__ = ("end_offset", "cleaned", "retained_aborted", "bytes_read", "bytes_written")
-
-
-def _segment_path(directory: str, base_offset: int, suffix: str) -> str:
-    return os.path.join(directory, segment_file_name(base_offset, suffix))
-
-
-def _file_batches(path: str, size: int, stop: threading.Event):
-    """(position, RecordBatch) of every batch of a segment file up to ``size``."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    try:
-        reader = _Reader(fd, size, _SCAN_CHUNK)
-        pos = 0
-        while pos < size:
-            if stop.is_set():
-                raise _Aborted()
-            got = reader.ensure(pos, HEADER_SIZE)
-            if got is None:
-                return
-            length = _LENGTH_AT.unpack_from(*got)[1]
-            got = reader.ensure(pos, LOG_OVERHEAD + length)
-            if got is None:
-                return
-            batch = RecordBatch(*got)
-            yield pos, batch
-            pos += batch.size
-    finally:
-        os.close(fd)
-
-
-def _group_by_size(segments: list[tuple[int, int]], max_size: int,
-                   first_uncleanable: int) -> list[list[tuple[int, int]]]:
-    """Kafka's groupSegmentsBySize: consecutive segments whose sizes add up to at most
-    segment.bytes and whose offsets fit one segment's int32 relative offsets."""
-    groups = []
-    i = 0
-    while i < len(segments):
-        group = [segments[i]]
-        size = segments[i][1]
-        i += 1
-        while i < len(segments):
-            base, seg_size = segments[i]
-            last = (segments[i + 1][0] if i + 1 < len(segments) else first_uncleanable) - 1
-            if size + seg_size > max_size or (seg_size and last - group[0][0] > INT_MAX):
-                break
-            group.append(segments[i])
-            size += seg_size
-            i += 1
-        groups.append(group)
-    return groups
-
-
-def _clean_files(job: _CleaningJob) -> _CleaningResult:
-    """The file work of one cleaning pass (run in the cleaner's thread): the offset map of the
-    dirty segments, then every segment up to the end of the mapped part rewritten, by groups,
-    into ``<base>.log.cleaned`` with its indexes, fsynced. Nothing the log uses is touched:
-    the event loop swaps the files in."""
-    stop = job.stop
-    offset_map = OffsetMap(job.map_bytes)
-    txns = CleanedTransactions(job.aborted)
-    result = _CleaningResult()
-    result.bytes_read = result.bytes_written = 0
-    segments = job.segments
-    start = job.first_dirty
-    full = False
-    for i, (base, size) in enumerate(segments):
-        next_base = segments[i + 1][0] if i + 1 < len(segments) else job.first_uncleanable
-        if next_base <= start:
-            continue
-        for _pos, batch in _file_batches(_segment_path(job.directory, base, _LOG_SUFFIX),
-                                         size, stop):
-            if batch.last_offset < start:
-                continue
-            result.bytes_read += batch.size
-            if map_batch(offset_map, batch, start, txns):
-                full = True
-                break
-        if full:
-            break
-        offset_map.latest_offset = next_base - 1
-    end_offset = offset_map.latest_offset + 1
-    result.end_offset = end_offset
-    result.cleaned = []
-    if end_offset <= start:
-        return result
-    keep = BatchFilter(offset_map, CleanedTransactions(job.aborted), job.last_records,
-                       job.first_uncleanable, job.now, job.delete_retention_ms)
-    to_clean = [seg for seg in segments if seg[0] < end_offset]
-    written = []
-    try:
-        for group in _group_by_size(to_clean, job.segment_bytes, job.first_uncleanable):
-            cleaned = _clean_group(job, group, keep, result)
-            written.append(cleaned.base_offset)
-            result.cleaned.append(cleaned)
-    except BaseException:
-        for base in written:
-            _remove_cleaned(job.directory, base)
-        raise
-    result.retained_aborted = keep.txns.retained_aborted
-    return result
-
-
-def _clean_group(job: _CleaningJob, group: list[tuple[int, int]], keep: BatchFilter,
-                 result: _CleaningResult) -> _CleanedSegment:
-    directory = job.directory
-    base_offset = group[0][0]
-    seg = _Segment(directory, base_offset)
-    path = _segment_path(directory, base_offset, _LOG_SUFFIX + _CLEANED_SUFFIX)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0),
-                 0o644)
-    try:
-        out = bytearray()
-        position = 0
-        interval = job.index_interval_bytes
-        for base, size in group:
-            for _pos, batch in _file_batches(_segment_path(directory, base, _LOG_SUFFIX), size,
-                                             job.stop):
-                kept = keep.filter(batch)
-                if kept is None:
-                    continue
-                kept_batch = RecordBatch(kept)
-                seg.add_batch(position, len(kept), kept_batch.base_offset,
-                              kept_batch.max_timestamp, interval)
-                out += kept
-                position += len(kept)
-                if len(out) >= _SCAN_CHUNK:
-                    os.write(fd, out)
-                    out.clear()
-        if out:
-            os.write(fd, out)
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        _remove_cleaned(directory, base_offset)
-        raise
-    os.close(fd)
-    # the cleaned segment keeps the modification time of the last one it replaces (retention
-    # of batches without timestamps goes by it, as on Kafka)
-    last = _segment_path(directory, group[-1][0], _LOG_SUFFIX)
-    try:
-        stat = os.stat(last)
-        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    except OSError:
-        pass
-    seg.finish_time_index()
-    index, time_index = seg.index_data()
-    for suffix, data in ((_INDEX_SUFFIX, index), (_TIME_INDEX_SUFFIX, time_index)):
-        index_path = _segment_path(directory, base_offset, suffix + _CLEANED_SUFFIX)
-        index_fd = os.open(index_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            _write_all(index_fd, data, 0)
-            os.fsync(index_fd)
-        finally:
-            os.close(index_fd)
-    cleaned = _CleanedSegment()
-    cleaned.base_offset = base_offset
-    cleaned.replaces = [base for base, _size in group]
-    cleaned.size = position
-    cleaned.idx_rel, cleaned.idx_pos = seg.idx_rel, seg.idx_pos
-    cleaned.time_ts, cleaned.time_rel = seg.time_ts, seg.time_rel
-    cleaned.max_ts, cleaned.max_ts_offset = seg.max_ts, seg.max_ts_offset
-    result.bytes_written += position
-    return cleaned
-
-
-def _remove_cleaned(directory: str, base_offset: int) -> None:
-    for suffix in (_LOG_SUFFIX, _INDEX_SUFFIX, _TIME_INDEX_SUFFIX):
-        for tail in (_CLEANED_SUFFIX, _SWAP_SUFFIX):
-            try:
-                os.unlink(_segment_path(directory, base_offset, suffix + tail))
-            except FileNotFoundError:
-                pass
-
-
-def _next_offset_of(path: str) -> int:
-    """The offset after the last whole batch of a segment file (a .swap being recovered)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        reader = _Reader(fd, size, _SCAN_CHUNK)
-        pos, next_offset = 0, -1
-        while pos < size:
-            got = reader.ensure(pos, _NEED_FOR_NEXT)
-            if got is None:
-                break
-            buf, rel = got
-            base, length = _LENGTH_AT.unpack_from(buf, rel)
-            next_offset = base + _LAST_DELTA.unpack_from(buf, rel + _LAST_DELTA_AT)[0] + 1
-            pos += LOG_OVERHEAD + length
-        return next_offset
-    finally:
-        os.close(fd)
-
-
-def _complete_swaps(directory: str) -> None:
-    """Finish or undo a swap of cleaned segments that a crash interrupted (Kafka's
-    LogLoader): ``*.cleaned`` files were not complete and go; a ``.log.swap`` was complete
-    (written and fsynced before its rename), so the segments it replaces, those whose base
-    offsets fall in its offset range, go and it takes their place; index ``.swap`` files
-    without their ``.log.swap`` go (the indexes are rebuilt)."""
-    names = os.listdir(directory)
-    swaps: dict[int, str] = {}
-    for name in names:
-        if name.endswith(_CLEANED_SUFFIX):
-            os.unlink(os.path.join(directory, name))
-        else:
-            match = _SWAP_LOG.match(name)
-            if match:
-                swaps[int(match.group(1))] = name
-    for name in names:
-        match = _SWAP_FILE.match(name)
-        if match and match.group(2) != "log" and int(match.group(1)) not in swaps:
-            os.unlink(os.path.join(directory, name))
-    if not swaps:
-        return
-    low = min(swaps)
-    high = max(_next_offset_of(os.path.join(directory, name)) for name in swaps.values())
-    for name in os.listdir(directory):
-        match = _SEGMENT_NAME.match(name)
-        if match and low <= int(match.group(1)) < high:
-            logger.info("partition log %s: deleting %s, replaced by a cleaned segment whose "
-                        "swap a crash interrupted", directory, name)
-            os.unlink(os.path.join(directory, name))
-    for name in os.listdir(directory):
-        if _SWAP_FILE.match(name):
-            os.rename(os.path.join(directory, name),
-                      os.path.join(directory, name[:-len(_SWAP_SUFFIX)]))
-    _fsync_dir(directory)
-
 
 class SegmentLog(PartitionLog):
     """A partition log in segment files under ``directory`` (created if missing)."""
@@ -642,7 +111,7 @@ class SegmentLog(PartitionLog):
         super().__init__(config, clock=clock)
         self.directory = os.fspath(directory)
         os.makedirs(self.directory, exist_ok=True)
-        self._segments: list[_Segment] = []
+        self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._start = 0
         self._end = 0
@@ -682,28 +151,28 @@ class SegmentLog(PartitionLog):
         return list(self._bases)
 
     @property
-    def _active(self) -> _Segment:
+    def _active(self) -> LogSegment:
         return self._segments[-1]
 
     # --- opening ---
 
     def _load(self) -> None:
-        _complete_swaps(self.directory)
+        segment_cleaning.complete_swaps(self.directory)
         self._first_dirty = self._read_checkpoint(CLEANER_CHECKPOINT_FILE)
         bases = set()
         for name in os.listdir(self.directory):
-            if name.endswith(_TMP_SUFFIX):
+            if name.endswith(TMP_SUFFIX):
                 os.unlink(os.path.join(self.directory, name))  # an interrupted atomic write
                 continue
-            match = _SEGMENT_NAME.match(name)
+            match = SEGMENT_NAME.match(name)
             if match and match.group(2) == "log":
                 bases.add(int(match.group(1)))
         for name in os.listdir(self.directory):  # index files whose segment is gone
-            match = _SEGMENT_NAME.match(name)
+            match = SEGMENT_NAME.match(name)
             if match and match.group(2) != "log" and int(match.group(1)) not in bases:
                 os.unlink(os.path.join(self.directory, name))
         checkpoint = self._read_checkpoint()
-        segments = [_Segment(self.directory, base) for base in sorted(bases)]
+        segments = [LogSegment(self.directory, base) for base in sorted(bases)]
         for seg in segments:
             seg.size = os.path.getsize(seg.log_path)
         i = 0
@@ -764,12 +233,12 @@ class SegmentLog(PartitionLog):
             self._truncate_fully_and_start_at(self._start)
         self._delete_segments(self._count_deletable(self._breached_by_start))
 
-    def _scan(self, seg: _Segment, *, validate: bool = True) -> tuple[int, int]:
+    def _scan(self, seg: LogSegment, *, validate: bool = True) -> tuple[int, int]:
         """Read every batch of a segment, rebuilding its in-memory indexes; stop at the first
         torn or corrupt batch. Returns (end of the valid data, next offset)."""
         seg.reset_indexes()
         fd = seg.open()
-        reader = _Reader(fd, seg.size, _SCAN_CHUNK)
+        reader = Reader(fd, seg.size, SCAN_CHUNK)
         interval = self.config.index_interval_bytes
         pos = 0
         expected = seg.base_offset
@@ -778,7 +247,7 @@ class SegmentLog(PartitionLog):
             if got is None:
                 break
             buf, rel = got
-            _base, length = _LENGTH_AT.unpack_from(buf, rel)
+            _base, length = LENGTH_AT.unpack_from(buf, rel)
             size = LOG_OVERHEAD + length
             if length < HEADER_SIZE - LOG_OVERHEAD:
                 break
@@ -804,7 +273,7 @@ class SegmentLog(PartitionLog):
         try:
             with open(path, "r", encoding="ascii") as f:
                 lines = f.read().split()
-            if len(lines) >= 2 and int(lines[0]) == _CHECKPOINT_VERSION:
+            if len(lines) >= 2 and int(lines[0]) == CHECKPOINT_VERSION:
                 value = int(lines[1])
                 return value if value >= 0 else None
         except (OSError, ValueError):
@@ -813,13 +282,13 @@ class SegmentLog(PartitionLog):
 
     def _write_checkpoint(self, name: str = CHECKPOINT_FILE, offset: int | None = None) -> None:
         value = self._start if offset is None else offset
-        _atomic_write(os.path.join(self.directory, name),
-                      f"{_CHECKPOINT_VERSION}\n{value}\n".encode("ascii"), durable=True)
+        atomic_write(os.path.join(self.directory, name),
+                      f"{CHECKPOINT_VERSION}\n{value}\n".encode("ascii"), durable=True)
 
     # --- segments ---
 
-    def _new_segment(self, base_offset: int) -> _Segment:
-        seg = _Segment(self.directory, base_offset)
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        seg = LogSegment(self.directory, base_offset)
         fd = seg.open(writable=True)
         os.ftruncate(fd, 0)  # a leftover file of that name holds nothing we still need
         for stale in (seg.index_path, seg.time_index_path):
@@ -832,18 +301,18 @@ class SegmentLog(PartitionLog):
         self._dir_dirty = True
         return seg
 
-    def _roll(self) -> _Segment:
+    def _roll(self) -> LogSegment:
         """Close the active segment for appends (fsync it, write its indexes) and start a new
         one at the log end offset."""
         old = self._active
         old.finish_time_index()
         if old.fd is not None:
-            _sync_data(old.fd)
+            files.sync_data(old.fd)
         old.write_indexes()
         old.next_offset = self._end
         return self._new_segment(self._end)
 
-    def _should_roll(self, seg: _Segment, incoming: int, last_offset: int, now: int) -> bool:
+    def _should_roll(self, seg: LogSegment, incoming: int, last_offset: int, now: int) -> bool:
         if seg.size == 0:
             return False
         config = self.config
@@ -872,7 +341,7 @@ class SegmentLog(PartitionLog):
         fd = seg.fd if seg.writable else seg.open(writable=True)
         position = seg.size
         try:
-            _write_all(fd, buf, position)
+            write_all(fd, buf, position)
         except OSError:
             try:  # leave no partial batch behind (e.g. disk full)
                 os.ftruncate(fd, position)
@@ -902,24 +371,24 @@ class SegmentLog(PartitionLog):
             log_start_offset=self._start, max_timestamp=append_max, size=len(buf),
             batch_count=len(entries))
 
-    def _locate(self, seg: _Segment, reader: _Reader, offset: int):
+    def _locate(self, seg: LogSegment, reader: Reader, offset: int):
         """(position, size, base offset) of the first batch of ``seg`` whose last offset is
         >= offset."""
         pos = seg.lookup_position(offset)
         size_limit = reader.limit
         while pos < size_limit:
-            got = reader.ensure(pos, _NEED_FOR_NEXT)
+            got = reader.ensure(pos, NEED_FOR_NEXT)
             if got is None:
                 return None
             buf, rel = got
-            base, length = _LENGTH_AT.unpack_from(buf, rel)
+            base, length = LENGTH_AT.unpack_from(buf, rel)
             size = LOG_OVERHEAD + length
-            if base + _LAST_DELTA.unpack_from(buf, rel + _LAST_DELTA_AT)[0] >= offset:
+            if base + LAST_DELTA.unpack_from(buf, rel + LAST_DELTA_AT)[0] >= offset:
                 return pos, size, base
             pos += size
         return None
 
-    def _batch_end(self, seg: _Segment, reader: _Reader, pos: int, limit: int) -> int:
+    def _batch_end(self, seg: LogSegment, reader: Reader, pos: int, limit: int) -> int:
         """Starting from the batch boundary ``pos``, the end of the last whole batch that ends
         at or before ``limit`` (and the reader's limit); jumps ahead with the offset index
         instead of walking every header."""
@@ -928,11 +397,11 @@ class SegmentLog(PartitionLog):
         if i >= 0 and seg.idx_pos[i] > pos:
             pos = seg.idx_pos[i]  # a batch boundary; everything before it fits
         while pos < end_limit:
-            got = reader.ensure(pos, _NEED_FOR_SIZE)
+            got = reader.ensure(pos, NEED_FOR_SIZE)
             if got is None:
                 break
             buf, rel = got
-            size = LOG_OVERHEAD + _LENGTH_AT.unpack_from(buf, rel)[1]
+            size = LOG_OVERHEAD + LENGTH_AT.unpack_from(buf, rel)[1]
             if pos + size > end_limit:
                 break
             pos += size
@@ -944,7 +413,7 @@ class SegmentLog(PartitionLog):
         index = bisect_right(self._bases, offset) - 1
         seg = self._segments[index]
         fd = seg.fd if seg.fd is not None else seg.open()
-        found = self._locate(seg, _Reader(fd, seg.size, 1 << 16), offset)
+        found = self._locate(seg, Reader(fd, seg.size, 1 << 16), offset)
         return index, seg.size if found is None else found[0]
 
     def read(self, offset: int, max_bytes: int, *, min_one_message: bool = True,
@@ -971,7 +440,7 @@ class SegmentLog(PartitionLog):
             if limit == 0:
                 continue
             fd = seg.fd if seg.fd is not None else seg.open()
-            reader = _Reader(fd, limit, chunk)
+            reader = Reader(fd, limit, chunk)
             if first:
                 found = self._locate(seg, reader, offset)
                 if found is None:
@@ -984,10 +453,10 @@ class SegmentLog(PartitionLog):
                     return reader.slice(start, start + first_size)
             else:
                 start = 0
-                got = reader.ensure(0, _NEED_FOR_SIZE)
+                got = reader.ensure(0, NEED_FOR_SIZE)
                 if got is None:
                     break
-                first_size = LOG_OVERHEAD + _LENGTH_AT.unpack_from(*got)[1]
+                first_size = LOG_OVERHEAD + LENGTH_AT.unpack_from(*got)[1]
                 if first_size > budget:
                     break
             end = self._batch_end(seg, reader, start + first_size, start + budget)
@@ -1004,7 +473,7 @@ class SegmentLog(PartitionLog):
         index = bisect_right(self._bases, offset) - 1
         seg = segments[index]
         fd = seg.fd if seg.fd is not None else seg.open()
-        found = self._locate(seg, _Reader(fd, seg.size, 1 << 16), offset)
+        found = self._locate(seg, Reader(fd, seg.size, 1 << 16), offset)
         if found is None and index + 1 < len(segments):
             index += 1  # the read started at the next segment
             seg = segments[index]
@@ -1018,26 +487,26 @@ class SegmentLog(PartitionLog):
         i = bisect_left(seg.idx_pos, target)
         if i < len(seg.idx_pos):
             fd = seg.fd if seg.fd is not None else seg.open()
-            got = _Reader(fd, seg.size, _NEED_FOR_NEXT).ensure(seg.idx_pos[i], _NEED_FOR_NEXT)
+            got = Reader(fd, seg.size, NEED_FOR_NEXT).ensure(seg.idx_pos[i], NEED_FOR_NEXT)
             if got is not None:
                 buf, rel = got
-                base = _LENGTH_AT.unpack_from(buf, rel)[0]
-                return base + _LAST_DELTA.unpack_from(buf, rel + _LAST_DELTA_AT)[0]
+                base = LENGTH_AT.unpack_from(buf, rel)[0]
+                return base + LAST_DELTA.unpack_from(buf, rel + LAST_DELTA_AT)[0]
         if index + 1 < len(segments):
             return segments[index + 1].base_offset
         return self._end
 
-    def _iter_batch_headers(self, seg: _Segment, reader: _Reader, pos: int):
+    def _iter_batch_headers(self, seg: LogSegment, reader: Reader, pos: int):
         """Yield (position, size, base offset, next offset, max timestamp) from ``pos`` on."""
         while pos < seg.size:
-            got = reader.ensure(pos, _NEED_FOR_MAX_TS)
+            got = reader.ensure(pos, NEED_FOR_MAX_TS)
             if got is None:
                 return
             buf, rel = got
-            base, length = _LENGTH_AT.unpack_from(buf, rel)
+            base, length = LENGTH_AT.unpack_from(buf, rel)
             size = LOG_OVERHEAD + length
-            next_offset = base + _LAST_DELTA.unpack_from(buf, rel + _LAST_DELTA_AT)[0] + 1
-            yield pos, size, base, next_offset, _MAX_TS.unpack_from(buf, rel + _MAX_TS_AT)[0]
+            next_offset = base + LAST_DELTA.unpack_from(buf, rel + LAST_DELTA_AT)[0] + 1
+            yield pos, size, base, next_offset, MAX_TS.unpack_from(buf, rel + MAX_TS_AT)[0]
             pos += size
 
     # --- ListOffsets ---
@@ -1050,7 +519,7 @@ class SegmentLog(PartitionLog):
                 continue
             from_offset = max(seg.start_offset_for_timestamp(timestamp), start_offset)
             fd = seg.fd if seg.fd is not None else seg.open()
-            reader = _Reader(fd, seg.size, 1 << 16)
+            reader = Reader(fd, seg.size, 1 << 16)
             for pos, size, _base, next_offset, max_ts in self._iter_batch_headers(
                     seg, reader, seg.lookup_position(from_offset)):
                 if next_offset <= start_offset or max_ts < timestamp:
@@ -1081,7 +550,7 @@ class SegmentLog(PartitionLog):
         if best_seg is None:
             return None
         fd = best_seg.fd if best_seg.fd is not None else best_seg.open()
-        reader = _Reader(fd, best_seg.size, 1 << 16)
+        reader = Reader(fd, best_seg.size, 1 << 16)
         for pos, size, base, _next, _max_ts in self._iter_batch_headers(
                 best_seg, reader, best_seg.lookup_position(best_base)):
             if base >= best_base:
@@ -1091,12 +560,12 @@ class SegmentLog(PartitionLog):
                 return offset_of_max_timestamp(RecordBatch(*got)), best_ts
         return best_base, best_ts
 
-    def _max_timestamp_from(self, seg: _Segment, offset: int) -> tuple[int, int]:
+    def _max_timestamp_from(self, seg: LogSegment, offset: int) -> tuple[int, int]:
         """(max timestamp, base offset of the first batch with it) over the batches of ``seg``
         that hold offsets >= ``offset``; scans the segment's headers (rare: ListOffsets -3 after
         DeleteRecords moved the log start offset past the segment's max)."""
         fd = seg.fd if seg.fd is not None else seg.open()
-        reader = _Reader(fd, seg.size, 1 << 20)
+        reader = Reader(fd, seg.size, 1 << 20)
         best_ts, best_base = NO_TIMESTAMP, seg.base_offset
         for _pos, _size, base, next_offset, max_ts in self._iter_batch_headers(
                 seg, reader, seg.lookup_position(offset)):
@@ -1128,7 +597,7 @@ class SegmentLog(PartitionLog):
         seg = self._segments[keep]
         self._layout += 1
         fd = seg.open(writable=True)
-        found = self._locate(seg, _Reader(fd, seg.size, 1 << 16), offset)
+        found = self._locate(seg, Reader(fd, seg.size, 1 << 16), offset)
         if found is not None and found[2] < self._start:
             # the batch to remove also holds the log start offset: nothing readable is left
             self._truncate_fully_and_start_at(self._start)
@@ -1161,7 +630,7 @@ class SegmentLog(PartitionLog):
             self._log_start_moved()
         return self._start
 
-    def _breached_by_start(self, seg: _Segment, next_seg: _Segment | None) -> bool:
+    def _breached_by_start(self, seg: LogSegment, next_seg: LogSegment | None) -> bool:
         return next_seg is not None and next_seg.base_offset <= self._start
 
     def _count_deletable(self, predicate) -> int:
@@ -1209,7 +678,7 @@ class SegmentLog(PartitionLog):
             if config.retention_bytes >= 0 and self._size >= config.retention_bytes:
                 diff = self._size - config.retention_bytes
 
-                def size_breached(seg: _Segment, _next) -> bool:
+                def size_breached(seg: LogSegment, _next) -> bool:
                     nonlocal diff
                     if diff - seg.size >= 0:
                         diff -= seg.size
@@ -1262,10 +731,10 @@ class SegmentLog(PartitionLog):
                     break
         return index, first_dirty, first_uncleanable, clean, cleanable, overdue
 
-    def _first_batch_timestamp(self, seg: _Segment) -> int:
+    def _first_batch_timestamp(self, seg: LogSegment) -> int:
         fd = seg.fd if seg.fd is not None else seg.open()
-        got = _Reader(fd, seg.size, _NEED_FOR_MAX_TS).ensure(0, _NEED_FOR_MAX_TS)
-        return NO_TIMESTAMP if got is None else _MAX_TS.unpack_from(got[0], got[1] + _MAX_TS_AT)[0]
+        got = Reader(fd, seg.size, NEED_FOR_MAX_TS).ensure(0, NEED_FOR_MAX_TS)
+        return NO_TIMESTAMP if got is None else MAX_TS.unpack_from(got[0], got[1] + MAX_TS_AT)[0]
 
     def cleanable_ratio(self, now: int) -> float | None:
         found = self._cleanable(now)
@@ -1287,21 +756,21 @@ class SegmentLog(PartitionLog):
 
     def cleaning_pass(self, now: int, map_bytes: int = DEFAULT_MAP_BYTES):
         """Kafka's cleaning pass over the segment files: the generator yields the file work
-        (a callable, see ``_clean_files``) once, gets its result back, and swaps the cleaned
-        segments in, which takes a few renames. Returns the bytes freed.
+        (a callable, see ``segment_cleaning.clean_files``) once, gets its result back, and
+        swaps the cleaned segments in, which takes a few renames. Returns the bytes freed.
 
         The swap is crash-safe as Kafka's: each cleaned segment is written and fsynced as
         ``*.cleaned``, renamed ``*.swap`` (the log file first), then the segments it replaces
         are deleted and the ``.swap`` files take their names (the log file last); opening the
-        log finishes or drops an interrupted swap (``_complete_swaps``). A pass whose segments
-        were deleted, truncated or replaced meanwhile swaps nothing in."""
+        log finishes or drops an interrupted swap (``segment_cleaning.complete_swaps``). A pass
+        whose segments were deleted, truncated or replaced meanwhile swaps nothing in."""
         found = self._cleanable(now)
         if found is None:
             return 0
         index, first_dirty, first_uncleanable, _clean, _cleanable, _overdue = found
         config = self.config
         stop = threading.Event()
-        job = _CleaningJob(
+        job = segment_cleaning.CleaningJob(
             directory=self.directory,
             segments=[(seg.base_offset, seg.size) for seg in self._segments[:index]],
             first_dirty=first_dirty, first_uncleanable=first_uncleanable, now=now,
@@ -1313,17 +782,17 @@ class SegmentLog(PartitionLog):
         layout = self._layout
         self._cleaning_stop = stop
         try:
-            result = yield lambda: _clean_files(job)
+            result = yield lambda: segment_cleaning.clean_files(job)
         finally:
             stop.set()  # a closed generator: the thread stops at its next batch
             self._cleaning_stop = None
         if isinstance(result, BaseException):
-            if not isinstance(result, _Aborted):
+            if not isinstance(result, segment_cleaning.CleaningAborted):
                 logger.warning("partition log %s: cleaning failed: %s", self.directory, result)
             return 0
         if self._layout != layout or self._closed:
             for cleaned in result.cleaned:
-                _remove_cleaned(self.directory, cleaned.base_offset)
+                segment_cleaning.remove_cleaned(self.directory, cleaned.base_offset)
             return 0
         if not result.cleaned:
             return 0
@@ -1349,17 +818,17 @@ class SegmentLog(PartitionLog):
             if [old.base_offset for old in olds] != cleaned.replaces:
                 raise RuntimeError(f"cleaned segment {base} replaces {cleaned.replaces}, "
                                    f"found {[old.base_offset for old in olds]}")
-            for suffix in (_LOG_SUFFIX, _INDEX_SUFFIX, _TIME_INDEX_SUFFIX):
-                os.rename(_segment_path(directory, base, suffix + _CLEANED_SUFFIX),
-                          _segment_path(directory, base, suffix + _SWAP_SUFFIX))
-            _fsync_dir(directory)
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                os.rename(segment_path(directory, base, suffix + CLEANED_SUFFIX),
+                          segment_path(directory, base, suffix + SWAP_SUFFIX))
+            files.fsync_dir(directory)
             for old in olds:
                 old.delete_files()
-            for suffix in (_INDEX_SUFFIX, _TIME_INDEX_SUFFIX, _LOG_SUFFIX):
-                os.rename(_segment_path(directory, base, suffix + _SWAP_SUFFIX),
-                          _segment_path(directory, base, suffix))
-            _fsync_dir(directory)
-            seg = _Segment(directory, base)
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+                os.rename(segment_path(directory, base, suffix + SWAP_SUFFIX),
+                          segment_path(directory, base, suffix))
+            files.fsync_dir(directory)
+            seg = LogSegment(directory, base)
             seg.size = cleaned.size
             seg.idx_rel, seg.idx_pos = cleaned.idx_rel, cleaned.idx_pos
             seg.time_ts, seg.time_rel = cleaned.time_ts, cleaned.time_rel
@@ -1379,9 +848,9 @@ class SegmentLog(PartitionLog):
     def _flush(self, now: int) -> None:
         fd = self._active.fd
         if fd is not None:
-            _sync_data(fd)
+            files.sync_data(fd)
         if self._dir_dirty:
-            _fsync_dir(self.directory)
+            files.fsync_dir(self.directory)
             self._dir_dirty = False
         self._unflushed_messages = 0
         self._last_flush_ms = now

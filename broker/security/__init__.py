@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 #: Kafka's four security protocols (org.apache.kafka.common.security.auth.SecurityProtocol)
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 class KafkaPrincipal(NamedTuple):

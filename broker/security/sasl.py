@@ -28,7 +28,7 @@ from protocol.framing import read_request_header
 from protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from ..errors import ConfigError
-from . import KafkaPrincipal
+from . import SASL_PROTOCOLS, KafkaPrincipal
 from .jaas import JaasError, parse_jaas_file, parse_single_module
 from .oauthbearer import OAUTHBEARER_LOGIN_MODULE, OAuthBearerServer, UnsecuredValidator
 from .plain import PLAIN_LOGIN_MODULE, PlainServer, users_from_jaas
@@ -37,7 +37,6 @@ from .scram import MECHANISMS as SCRAM_MECHANISMS, ScramServer
 
 log = structlog.get_logger("broker.security.sasl")
 
-SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 #: Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS

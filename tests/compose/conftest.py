@@ -3,8 +3,9 @@ against the broker named by BOOTSTRAP_SERVERS (host:port[,host:port]); METRICS_U
 is the broker's metrics endpoint (http://host:port). SECURITY_PROTOCOL (SASL_PLAINTEXT),
 SASL_MECHANISM, SASL_USERNAME and SASL_PASSWORD, when set, are how the clients authenticate.
 
-Without BOOTSTRAP_SERVERS there is no broker to test, so nothing here is collected (the main
-suite runs this one through tests/integration/test_operations.py, with a broker it starts).
+Without BOOTSTRAP_SERVERS there is no broker to test, so nothing here is collected: the main
+suite runs this one in the compose stack's tests service (tests/containers/), and against broker
+processes (tests/integration/test_operations.py, tests/testing/test_compose_faults.py).
 """
 from __future__ import annotations
 

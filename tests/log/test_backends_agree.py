@@ -41,9 +41,9 @@ def test_memory_and_segment_logs_agree(ops, segment_bytes, interval):
     config = LogConfig(segment_bytes=segment_bytes, index_interval_bytes=interval)
     directory = tempfile.mkdtemp()
     # fsync only costs time here (it is tested in test_segment_log)
-    with mock.patch("broker.log.segments._sync_data"), \
-            mock.patch("broker.log.segments._fsync_dir"), \
-            mock.patch("broker.log.segments.os.fsync"):
+    with mock.patch("broker.log.files.sync_data"), \
+            mock.patch("broker.log.files.fsync_dir"), \
+            mock.patch("broker.log.files.os.fsync"):
         run_ops(ops, config, directory)
 
 

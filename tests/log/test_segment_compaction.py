@@ -10,6 +10,9 @@ import threading
 import pytest
 
 from broker.log import LogConfig, LogManager, SegmentLog
+from broker.log import files as files_module
+from broker.log import segment as segment_module
+from broker.log import segment_cleaning
 from broker.log import segments as segments_module
 from broker.log.cleaner import LogCleaner
 from broker.topics import Partition
@@ -128,10 +131,9 @@ def test_a_crash_anywhere_in_the_swap_leaves_a_whole_log(tmp_path, clock, monkey
         return wrapper
 
     monkeypatch.setattr(segments_module.os, "rename", count("rename", os.rename))
-    monkeypatch.setattr(segments_module, "_fsync_dir",
-                        count("fsync", segments_module._fsync_dir))
-    monkeypatch.setattr(segments_module._Segment, "delete_files",
-                        count("delete", segments_module._Segment.delete_files))
+    monkeypatch.setattr(files_module, "fsync_dir", count("fsync", files_module.fsync_dir))
+    monkeypatch.setattr(segment_module.LogSegment, "delete_files",
+                        count("delete", segment_module.LogSegment.delete_files))
     try:
         log.compact()
         crashed = False
@@ -179,7 +181,7 @@ def test_closing_the_log_stops_the_file_work(tmp_path, clock):
     steps = log.cleaning_pass(NOW)
     work = next(steps)
     log.close()
-    with pytest.raises(segments_module._Aborted):
+    with pytest.raises(segment_cleaning.CleaningAborted):
         work()
     assert not [n for n in files(tmp_path) if n.endswith(".cleaned")]
 
@@ -191,13 +193,13 @@ def test_the_broker_cleaner_does_the_file_work_in_its_thread(tmp_path, clock, mo
     log = manager.get_or_create("compacted", 0)
     fill(log)
     threads = []
-    real = segments_module._clean_files
+    real = segment_cleaning.clean_files
 
     def clean_files(job):
         threads.append(threading.get_ident())
         return real(job)
 
-    monkeypatch.setattr(segments_module, "_clean_files", clean_files)
+    monkeypatch.setattr(segment_cleaning, "clean_files", clean_files)
     cleaner = LogCleaner(manager, clock=clock)
 
     async def run():

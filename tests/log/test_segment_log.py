@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-import broker.log.segments as segments_module
+import broker.log.files as files_module
 from broker.log import LogConfig, OffsetOutOfRange, SegmentLog
 from broker.log.segments import CHECKPOINT_FILE
 from protocol.records import iter_batches
@@ -301,7 +301,7 @@ def test_truncate_to_across_segments_then_reopen(part_dir):
 
 def test_flush_policy(part_dir, monkeypatch):
     synced = []
-    monkeypatch.setattr(segments_module, "_sync_data", lambda fd: synced.append(fd))
+    monkeypatch.setattr(files_module, "sync_data", lambda fd: synced.append(fd))
     clock = FakeClock(0)
     log = SegmentLog(part_dir, LogConfig(), clock=clock)  # defaults: never on count or time
     fill(log, 5)

@@ -1,7 +1,7 @@
-"""docker-compose.faults.yml: faults armed over HTTP by a service of the compose stack. No Docker
-engine runs here, so the file is checked with ``docker-compose config`` and its faults are posted,
-as the faults service posts them, to an embedded broker that the compose test suite then runs
-against (the same suite and environment variables as the tests service)."""
+"""docker-compose.faults.yml: faults armed over HTTP by a service of the compose stack. The file is
+checked with ``docker-compose config``, and the faults service's own script posts its faults to an
+embedded broker that the compose test suite then runs against (the same suite and environment
+variables as the tests service). tests/containers/ runs the stack itself."""
 from __future__ import annotations
 
 import json
@@ -32,19 +32,20 @@ def test_compose_faults_service_arms_the_faults_and_the_suite_runs_through_them(
     faults, broker, tests = services["faults"], services["broker"], services["tests"]
     assert faults["depends_on"]["broker"]["condition"] == "service_healthy"
     assert tests["depends_on"]["faults"]["condition"] == "service_completed_successfully"
-    command = faults["command"]
-    url = command[-1]
+    assert faults["image"] == broker["image"], "the broker's own image, nothing to pull"
+    url = faults["environment"]["FAULTS_URL"]
     port = broker["environment"]["KAFKA_METRICS_PORT"]
     assert url == f"http://broker:{port}/faults"
     assert tests["environment"]["METRICS_URL"] == f"http://broker:{port}"
-    body = command[command.index("--data") + 1]
+    body = faults["environment"]["FAULTS"]
     specs = json.loads(body)
+    script = faults["entrypoint"]
+    assert script[:2] == ["python", "-c"] and "application/json" in script[2]
 
     # the broker binds 0.0.0.0, where fault requests are off unless the overlay turns them on
     # and names the Host the faults service sends
     assert broker["environment"]["KAFKA_METRICS_HOST"] == "0.0.0.0"
     assert broker["environment"]["KAFKA_METRICS_WRITE_ENABLE"] == "true"
-    assert "Content-Type: application/json" in command
 
     settings = {name.removeprefix("KAFKA_").lower().replace("_", "."): value
                 for name, value in broker["environment"].items()
@@ -52,14 +53,14 @@ def test_compose_faults_service_arms_the_faults_and_the_suite_runs_through_them(
                             "KAFKA_METRICS_WRITE_ENABLE", "KAFKA_METRICS_ALLOWED_HOSTS")}
     assert settings["metrics.allowed.hosts"] == "broker"
     with EmbeddedBroker(settings) as kb:
-        # as curl sends it: Host broker:<port>
-        request = urllib.request.Request(kb.metrics_url + "/faults", data=body.encode(),
-                                         method="POST",
-                                         headers={"Content-Type": "application/json",
-                                                  "Host": f"broker:{kb.broker.http.bound[1]}"})
-        with urllib.request.urlopen(request, timeout=10) as response:
-            assert response.status == 201
-            assert [f["api"] for f in json.loads(response.read())] == [s["api"] for s in specs]
+        # the faults service's own script, its URL mapped to this broker
+        posted = subprocess.run([sys.executable, *script[1:]], capture_output=True, text=True,
+                                env=dict(os.environ, FAULTS=body,
+                                         FAULTS_URL=kb.metrics_url + "/faults"), timeout=60)
+        assert posted.returncode == 0, posted.stderr
+        status, _, listed = posted.stdout.partition(" ")
+        assert status == "201"
+        assert [f["api"] for f in json.loads(listed)] == [s["api"] for s in specs]
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
         env.update(BOOTSTRAP_SERVERS=kb.bootstrap_servers, METRICS_URL=kb.metrics_url,
                    PYTHONPATH=ROOT)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import re2
 
 import structlog
 
@@ -293,7 +292,7 @@ class ConsumerGroupManager:
         if regex:
             try:
                 _compile(regex)
-            except re2.error as exc:
+            except _re2().error as exc:
                 reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) \
                     else str(exc)
                 raise GroupError(E.INVALID_REGULAR_EXPRESSION,
@@ -1196,14 +1195,24 @@ def _assigned_members(group: ConsumerGroup, skip, updated, replaces, assignors: 
         yield updated.member_id, updated
 
 
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False   # a bad regex is answered, not logged to stderr
+@lru_cache(maxsize=1)
+def _re2():
+    """The RE2 binding, loaded by the first regex subscription (not at every start)."""
+    import re2
+    return re2
+
+
+@lru_cache(maxsize=1)
+def _re2_options():
+    options = _re2().Options()
+    options.log_errors = False   # a bad regex is answered, not logged to stderr
+    return options
 
 
 @lru_cache(maxsize=1024)
 def _compile(regex: str):
     """The regex as Kafka's RE2J reads it: RE2 syntax, matched against the whole topic name."""
-    return re2.compile(regex, _RE2_OPTIONS)
+    return _re2().compile(regex, _re2_options())
 
 
 #: the most event-loop turns a burst of joins waits before it is answered (flush_joins)

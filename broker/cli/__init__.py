@@ -1,6 +1,11 @@
 """Command line: ``kbroker [options]`` starts the broker; ``kbroker healthcheck`` asks a running
-broker a real Kafka question (ApiVersions) and exits 0 if it answers; ``kbroker certs`` makes
-development certificates for TLS listeners (broker/security/certs.py)."""
+broker a real Kafka question (ApiVersions) and exits 0 if it answers and its coordinators have
+loaded; ``kbroker certs`` makes development certificates for TLS listeners
+(broker/security/certs.py).
+
+``kbroker topic|produce|consume|group|acl|user|txn|cluster ...`` are client commands against
+this broker or any Kafka (broker/cli/commands.py). They use a Kafka client library, so they are
+imported only when one of them is asked for: starting the broker never loads a client."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +16,11 @@ import socket
 import struct
 import sys
 
-from .config import SETTINGS, BrokerConfig, ConfigError, read_config_file, read_environment
+from ..config import SETTINGS, BrokerConfig, ConfigError, read_config_file, read_environment
+
+
+#: subcommands that talk to a cluster as a client (broker/cli/commands.py)
+CLIENT_COMMANDS = ("topic", "produce", "consume", "group", "acl", "user", "txn", "cluster")
 
 
 def _settings_help() -> str:
@@ -41,9 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="log.level")
     p.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
                    help="any setting by Kafka's name; repeatable")
-    p.add_argument("command", nargs="?", choices=["start", "healthcheck", "certs"],
+    p.add_argument("command", nargs="?",
+                   choices=["start", "healthcheck", "certs", *CLIENT_COMMANDS],
                    default="start",
-                   help="start (default), healthcheck, or certs (kbroker certs --help)")
+                   help="start (default), healthcheck, or certs (kbroker certs --help); client "
+                        f"commands: {', '.join(CLIENT_COMMANDS)} (kbroker topic --help)")
     return p
 
 
@@ -70,7 +81,7 @@ def resolve_config(args, environ=os.environ) -> BrokerConfig:
 
 
 async def _run(config: BrokerConfig) -> int:
-    from .broker import Broker
+    from ..broker import Broker
     broker = Broker(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -84,7 +95,8 @@ async def _run(config: BrokerConfig) -> int:
 
 def healthcheck(config: BrokerConfig) -> int:
     """Send ApiVersions v0 to the first PLAINTEXT listener (else the first listener, over TLS
-    without checking the broker's certificate when it is an SSL one) and check the answer."""
+    without checking the broker's certificate when it is an SSL one) and check the answer, then
+    that the broker is ready (_not_ready)."""
     plaintext = [entry for entry in config.listeners
                  if config.security_protocols[entry[0]] == "PLAINTEXT"]
     name, host, port = (plaintext or config.listeners)[0]
@@ -101,8 +113,35 @@ def healthcheck(config: BrokerConfig) -> int:
     if correlation_id != 1 or error != 0:
         print(f"unhealthy: ApiVersions answered error {error}", file=sys.stderr)
         return 1
+    not_ready = _not_ready(config)
+    if not_ready:
+        print(f"unhealthy: {not_ready}", file=sys.stderr)
+        return 1
     print("healthy")
     return 0
+
+
+def _not_ready(config: BrokerConfig) -> str | None:
+    """Why the broker is not ready yet, from /ready on its HTTP port: the listeners answer while
+    the coordinators still replay __consumer_offsets (every group API answers
+    COORDINATOR_LOAD_IN_PROGRESS), so a container is healthy only once they have loaded. None when
+    ready, or when the HTTP port is off (metrics.port=0)."""
+    port = config["metrics.port"]
+    if not port:
+        return None
+    import urllib.error
+    import urllib.request
+    host = config["metrics.host"]
+    host = host if host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
+    try:
+        with opener.open(f"http://{host}:{port}/ready", timeout=5):
+            return None
+    except urllib.error.HTTPError as exc:
+        return f"not ready ({exc.code}): {exc.read().decode(errors='replace').strip()}"
+    except OSError as exc:
+        return f"/ready on port {port}: {exc}"
 
 
 def _read_exactly(sock: socket.socket, n: int) -> bytes:
@@ -128,10 +167,19 @@ def _connect(host: str, port: int, security_protocol: str) -> socket.socket:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] and argv[0] in CLIENT_COMMANDS:
+        from .commands import main as client_main
+        return client_main(argv)
     if argv[:1] == ["certs"]:
-        from .security.certs import main as certs_main
+        from ..security.certs import main as certs_main
         return certs_main(argv[1:])
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    placed, _ = parser.parse_known_args(argv)
+    if placed.command in CLIENT_COMMANDS:  # broker options before a client command
+        print(f"kbroker: a client command comes first, its options after it: "
+              f"kbroker {placed.command} ... -b HOST:PORT", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     try:
         config = resolve_config(args)
     except ConfigError as exc:
@@ -139,8 +187,8 @@ def main(argv=None) -> int:
         return 2
     if args.command == "healthcheck":
         return healthcheck(config)
-    from .logging import configure_logging
-    from .server import tune_malloc
+    from ..logging import configure_logging
+    from ..server import tune_malloc
     configure_logging(config["log.format"], config["log.level"])
     tune_malloc()
     try:
