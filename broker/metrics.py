@@ -136,6 +136,8 @@ class BrokerStateCollector:
                 rates.add_metric([user, client_id], sensor.rate.rate(now))
                 throttle.add_metric([kind, user, client_id], sensor.throttle_ms_total)
             yield rates
+        for (user, client_id), sensor in list(quotas.mutation.sensors.items()):
+            throttle.add_metric(["ControllerMutation", user, client_id], sensor.throttle_ms_total)
         yield throttle
 
     def _coordinator(self, coordinator):

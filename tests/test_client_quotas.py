@@ -229,3 +229,21 @@ def test_connection_creation_rate_per_address_with_the_default():
     assert [rates.record("10.0.0.2", 1000) for _ in range(10)] == [0] * 10
     assert rates.record("10.0.0.2", 1000) == 1000
     assert rates.record("10.0.0.2", 1000) == 1000  # (11/10 - 1) x 10 s, bounded by 1 s
+
+
+def test_controller_mutation_throttle_is_scraped():
+    from types import SimpleNamespace
+
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from broker.metrics import BrokerStateCollector
+    quotas = ClientQuotas(None)
+    put(quotas.store, "controller_mutation_rate", 1.0, client_id="c")
+    quota = quotas.mutation.quota_for("ANONYMOUS", "c", False, 10 ** 9)
+    assert quota.record(13) and quota.throttle_ms == 2000  # 11 tokens, 2 over at 1/s
+    registry = CollectorRegistry()
+    registry.register(BrokerStateCollector(SimpleNamespace(client_quotas=quotas,
+                                                           clock=lambda: 10 ** 9)))
+    text = generate_latest(registry).decode()
+    assert ('kafka_server_throttle_time_ms_total{client_id="c",type="ControllerMutation",'
+            'user=""} 2000.0') in text
