@@ -218,9 +218,12 @@ class QuotaManager:
     client-id), and the rate of the entity it found."""
 
     def __init__(self, name: str, key: str, store: ClientQuotaStore, samples: int,
-                 window_s: int) -> None:
+                 window_s: int, bounded: bool = False) -> None:
         self.name = name  # Kafka's quota type: Produce, Fetch, Request
         self.key = key
+        #: the Request quota's throttle is at most one window (Kafka's
+        #: ClientRequestQuotaManager bounds it); the byte rates' are not bounded
+        self.max_throttle_ms = window_s * 1000 if bounded else None
         self.store = store
         self.samples = samples
         self.window_ms = window_s * 1000
@@ -308,6 +311,8 @@ class QuotaManager:
         if measured <= bound:
             return 0
         throttle = round((measured - bound) / bound * rate.window_size(now))
+        if self.max_throttle_ms is not None:
+            throttle = min(throttle, self.max_throttle_ms)
         sensor.throttle_ms_total += throttle
         return int(throttle)
 
@@ -455,7 +460,8 @@ class ClientQuotas:
         self.store = ClientQuotaStore(data_dir)
         self.produce = QuotaManager("Produce", PRODUCER_BYTE_RATE, self.store, samples, window_s)
         self.fetch = QuotaManager("Fetch", CONSUMER_BYTE_RATE, self.store, samples, window_s)
-        self.request = QuotaManager("Request", REQUEST_PERCENTAGE, self.store, samples, window_s)
+        self.request = QuotaManager("Request", REQUEST_PERCENTAGE, self.store, samples, window_s,
+                                    bounded=True)
         self.mutation = MutationQuotaManager("ControllerMutation", CONTROLLER_MUTATION_RATE,
                                              self.store, samples, window_s)
         self.connections = ConnectionRateQuotas(self.store, samples, window_s)

@@ -181,8 +181,8 @@ def answer(broker, work: FetchWork, reads: list) -> FetchResponse:
     incremental fetch) or is created now (a full fetch asking for one).
 
     Under a consumer_byte_rate quota the bytes read count toward the client's rate; a client
-    over it gets, as from Kafka, an empty answer carrying the throttle time (the bytes are not
-    counted then, and no session is created or moved on)."""
+    over it, or over its request_percentage, gets, as from Kafka, an empty answer carrying the
+    throttle time (the bytes are not counted then, and no session is created or moved on)."""
     ctx = work.quota_ctx
     if ctx is not None and work.context.kind != "error":
         throttled = _throttled(broker, ctx, work, reads)
@@ -221,13 +221,21 @@ def answer(broker, work: FetchWork, reads: list) -> FetchResponse:
 
 
 def _throttled(broker, ctx, work: FetchWork, reads: list) -> FetchResponse | None:
+    """Kafka's order: the request's time and the answer's bytes both count first; over either
+    quota the answer is empty and its bytes are taken back."""
     quotas = broker.client_quotas
-    size = _response_size(ctx, work, reads)
-    quotas.record_bytes(quotas.fetch, ctx, size)
+    if quotas.request.enabled:
+        quotas.record_request(ctx)
+        ctx.handled = 0.0  # counted here: the look when it is answered adds nothing
+    size = None
+    if quotas.fetch.enabled:
+        size = _response_size(ctx, work, reads)
+        quotas.record_bytes(quotas.fetch, ctx, size)
     if not ctx.throttle_ms:
         return None
-    conn = ctx.conn
-    quotas.fetch.unrecord(conn.principal.name, ctx.client_id, size, conn.clock())
+    if size is not None:
+        conn = ctx.conn
+        quotas.fetch.unrecord(conn.principal.name, ctx.client_id, size, conn.clock())
     context = work.context
     session_id = context.session.id if context.kind == "incremental" else 0
     return FetchResponse(throttle_time_ms=ctx.throttle_ms, error_code=ErrorCode.NONE,
@@ -355,10 +363,10 @@ def handle(broker, ctx, request, respond) -> None:
         interesting, erroneous, keys = _resolve(broker, ctx, context, uncommitted)
     work = FetchWork(context, interesting, erroneous, keys, topics_version, request, version,
                      ctx.listener)
-    fetch_quota = broker.client_quotas.fetch
-    if fetch_quota.enabled and replica_id < 0:
+    quotas = broker.client_quotas
+    if (quotas.fetch.enabled or quotas.request.enabled) and replica_id < 0:
         # at most what the quota allows in one window, as Kafka caps a consumer's fetch
-        window = fetch_quota.max_value_in_window(ctx.conn.principal.name, ctx.client_id)
+        window = quotas.fetch.max_value_in_window(ctx.conn.principal.name, ctx.client_id)
         if window is not None:
             work.max_bytes = min(work.max_bytes, int(min(window, 2 ** 31 - 1)))
             work.min_bytes = min(work.min_bytes, work.max_bytes)

@@ -443,3 +443,27 @@ def test_connection_creation_rate_closes_the_connection_over_it_unread(target):
     other = client_from(address, target.port)
     other.call(V(client_software_name="t", client_software_version="1"), 3)
     other.close()
+
+
+def test_request_percentage_throttles_at_most_one_window(target):
+    """Kafka 4.3.1 with request_percentage=0.0001: the first Fetch already passes it, is
+    answered empty with throttle_time_ms 1000 (Kafka's request quota throttles at most one
+    quota window), and the connection reads nothing for that long."""
+    client_id = unique("request-quota")
+    setup = RawClient(target.port, client_id="setup")
+    topic = create_topic(setup, unique("quota"), 1)
+    produce(setup, topic, 100)
+    alter(target.port, [([("client-id", client_id)], [("request_percentage", 0.0001, False)])])
+    if target.is_kafka:
+        time.sleep(1)  # Kafka's brokers apply the quota from the metadata log
+    consumer = RawClient(target.port, client_id=client_id)
+    answer, _sizes = fetch(consumer, topic, 0, 11)
+    assert (answer.throttle_time_ms, answer.responses) == (1000, [])
+    t = time.monotonic()
+    answer = produce(consumer, topic, 100)
+    assert time.monotonic() - t >= 0.9  # muted first
+    # a throttled Produce still appends its records
+    assert answer.responses[0].partition_responses[0].error_code == E.NONE
+    assert answer.throttle_time_ms == 1000
+    setup.close()
+    consumer.close()
