@@ -85,7 +85,7 @@ def handle(broker, ctx, request, respond) -> None:
     auth = broker.authorizer
     if auth is not None and not auth.cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
         respond(Response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                         error_message="Cluster authorization failed.", entries=None))
+                         error_message=None, entries=None))
         return
     try:
         exact, specified = parse_filter(request.components)

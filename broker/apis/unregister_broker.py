@@ -13,6 +13,8 @@ from protocol.messages import UnregisterBrokerResponse
 
 from ..security.authorizer import AclOperation
 
+from .acls import cluster_denied_message
+
 from .replicas import broker_ids
 
 NAME = "UnregisterBroker"
@@ -23,7 +25,8 @@ log = structlog.get_logger("broker.apis.unregister_broker")
 def handle(broker, ctx, request, respond) -> None:
     auth = broker.authorizer
     if auth is not None and not auth.cluster(ctx, AclOperation.ALTER):
-        code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        message = cluster_denied_message(NAME, AclOperation.ALTER)
     elif request.broker_id not in broker_ids(broker):
         code = ErrorCode.BROKER_ID_NOT_REGISTERED
         message = f"Broker ID {request.broker_id} is not currently registered"

@@ -15,6 +15,8 @@ from broker.security.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages import UpdateFeaturesResponse
 
+from .acls import cluster_denied_message
+
 NAME = "UpdateFeatures"
 
 log = structlog.get_logger("broker.apis.update_features")
@@ -29,7 +31,7 @@ def handle(broker, ctx, request, respond) -> None:
     auth = broker.authorizer
     if auth is not None and not auth.cluster(ctx, AclOperation.ALTER):
         respond(_answer(version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                        "Cluster authorization failed.", []))
+                        cluster_denied_message(NAME, AclOperation.ALTER), []))
         return
     updates: dict[str, tuple[int, int]] = {}
     for u in request.feature_updates:
