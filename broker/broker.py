@@ -6,6 +6,7 @@ import time
 
 import structlog
 
+from . import apis
 from .config import BrokerConfig
 from .coordinator_log import begin_loading_all
 from .fetch_purgatory import FetchPurgatory
@@ -23,6 +24,8 @@ from .coordinator.group_configs import GroupConfigs
 from .coordinator.share.leader import ShareLeader
 from . import share_state_topic
 from .cluster import Cluster
+from .features import Features
+from .client_quotas import ClientQuotas
 from .timer import AsyncioTimerDriver
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager
 from .transaction_state_topic import (TRANSACTION_STATE_CONFIGS, build_transaction_coordinator,
@@ -58,6 +61,11 @@ class Broker:
         if added:
             log.info("SCRAM credentials added from sasl.scram.bootstrap.credentials", count=added)
         self.sasl = sasl_servers(config, self.scram_credentials, self.clock)
+        #: cluster features (UpdateFeatures, ApiVersions)
+        self.features = Features(config, config["log.dirs"], self.node_id, apis.HANDLERS)
+        #: quotas of users, client ids and IPs (AlterClientQuotas) and their rates
+        self.client_quotas = ClientQuotas(config["log.dirs"], config["quota.window.num"],
+                                          config["quota.window.size.seconds"])
         self.server = Server(self)
         self.producer_ids = ProducerIdManager(config["log.dirs"])
         self.ready = False

@@ -192,6 +192,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "Per-address limits instead of max.connections.per.ip: host:count,host:count."),
     Setting("connections.max.idle.ms", int, 600000,
             "Close a connection that has read and written nothing for this long (-1 = never)."),
+    Setting("quota.window.num", int, 11,
+            "Samples kept of each client's rate under a client quota (Kafka's ClientQuotaManager)."),
+    Setting("quota.window.size.seconds", int, 1,
+            "Time span of each sample of a client's rate under a client quota."),
     Setting("queued.max.requests", int, 500,
             "Requests in flight per connection before the broker stops reading from it."),
     Setting("queued.max.request.bytes", int, -1,
@@ -544,7 +548,8 @@ class BrokerConfig:
         for name in ("num.partitions", "offsets.topic.num.partitions",
                      "transaction.state.log.num.partitions", "transaction.max.timeout.ms",
                      "socket.request.max.bytes",
-                     "message.max.bytes", "queued.max.requests", "ssl.handshake.timeout.ms"):
+                     "message.max.bytes", "queued.max.requests", "ssl.handshake.timeout.ms",
+                     "quota.window.num", "quota.window.size.seconds"):
             if self[name] < 1:
                 raise ConfigError(f"{name} must be at least 1, got {self[name]}")
         for name in ("max.connections", "max.connections.per.ip",

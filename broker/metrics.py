@@ -110,6 +110,35 @@ class BrokerStateCollector:
         yield from self._coordinator(coordinator)
         yield self._delayed(coordinator)
         yield from self._logs_and_lag(coordinator)
+        quotas = getattr(broker, "client_quotas", None)
+        if quotas is not None:
+            yield from self._quotas(quotas)
+
+    #: Kafka's quota sensors (kafka.server:type=Produce|Fetch|Request, user, client-id): the
+    #: measured rate of each quota entity that has one
+    _QUOTA_RATES = (("Produce", "kafka_server_produce_byte_rate",
+                     "Bytes per second produced under a producer_byte_rate quota."),
+                    ("Fetch", "kafka_server_fetch_byte_rate",
+                     "Bytes per second fetched under a consumer_byte_rate quota."),
+                    ("Request", "kafka_server_request_time",
+                     "Percentage of a request thread's time used under a request_percentage "
+                     "quota."))
+
+    def _quotas(self, quotas):
+        now = self.broker.clock()
+        throttle = CounterMetricFamily(
+            "kafka_server_throttle_time_ms",
+            "Throttle time owed by clients over a quota, by quota type (Kafka's throttle-time).",
+            labels=["type", "user", "client_id"])
+        for manager, (kind, name, doc) in zip(quotas.managers(), self._QUOTA_RATES):
+            rates = GaugeMetricFamily(name, doc, labels=["user", "client_id"])
+            for (user, client_id), sensor in list(manager.sensors.items()):
+                rates.add_metric([user, client_id], sensor.rate.rate(now))
+                throttle.add_metric([kind, user, client_id], sensor.throttle_ms_total)
+            yield rates
+        for (user, client_id), sensor in list(quotas.mutation.sensors.items()):
+            throttle.add_metric(["ControllerMutation", user, client_id], sensor.throttle_ms_total)
+        yield throttle
 
     def _coordinator(self, coordinator):
         groups = GaugeMetricFamily("kafka_coordinator_groups",

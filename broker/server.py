@@ -100,7 +100,7 @@ class Request:
 
     __slots__ = ("conn", "handler", "codec", "header", "api_version", "client_id",
                  "client_host", "listener", "started", "done", "chunks", "answer_bytes",
-                 "reserved")
+                 "reserved", "size", "handled", "throttle_ms")
 
     def __init__(self, conn: "KafkaConnection", handler, codec, header, started: float) -> None:
         self.conn = conn
@@ -118,6 +118,13 @@ class Request:
         #: bytes of queued.max.request.bytes this request holds until it is answered
         self.reserved = conn.frame_reserved
         conn.frame_reserved = 0
+        #: the request's bytes (header and body), what Produce counts toward its byte quota
+        self.size = 0
+        #: seconds its handler ran, once it returned (the request quota counts this)
+        self.handled = None
+        #: a client quota's throttle (broker/client_quotas.py): the answer carries it as
+        #: throttle_time_ms and the connection then reads nothing for it (KIP-219)
+        self.throttle_ms = 0
 
     def park(self) -> None:
         """The handler parks this request as a delayed operation (a long-poll Fetch): the
@@ -136,6 +143,11 @@ class Request:
             return
         if type(response) is not self.handler.response:
             raise TypeError(f"{self.handler.name} answered with {type(response).__name__}")
+        quotas = self.conn.quotas
+        if quotas.request.enabled:
+            quotas.record_request(self)
+        if self.throttle_ms and hasattr(response, "throttle_time_ms"):
+            response.throttle_time_ms = max(response.throttle_time_ms or 0, self.throttle_ms)
         _, encode, header_version = self.codec
         chunks: list = []
         encode(response, chunks.append)
@@ -161,6 +173,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.node_id = broker.node_id if node_id is None else node_id
         self.server = broker.server
         self.faults = broker.faults
+        self.quotas = broker.client_quotas
         #: several nodes: group and transaction requests may reach a node that does not
         #: coordinate their key (broker/apis/coordinator_routing.py)
         self.multi_node = not broker.cluster.single
@@ -202,6 +215,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.closing = False
         self.reading_paused = False
         self.writing_paused = False
+        #: muted for a client quota's throttle time: nothing more is read until it is over
+        self.throttled_until = 0
         #: the read buffer holds a request that had to wait (must_wait); it is handled first
         #: when the wait is over, before anything more is read
         self.unhandled = False
@@ -363,7 +378,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         (the socket does not take those before it), a request before it is parked, too many
         requests are in flight, or the broker holds queued.max.request.bytes of requests."""
         return (self.writing_paused or self.waiting_for_memory or self.parked is not None
-                or len(self.pending) >= self.max_in_flight)
+                or len(self.pending) >= self.max_in_flight or self.throttled_until > 0)
 
     def _parse_frames(self) -> None:
         buf = self.read_buffer
@@ -481,6 +496,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close_after_answers(f"malformed {handler.name} v{version} request: {exc}")
             return
         req = Request(self, handler, codec, header, received)
+        req.size = len(frame)
         self.pending.append(req)
         try:
             # the one look at faults (broker/faults.py) a request pays
@@ -489,6 +505,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if self.multi_node and _misrouted(self.broker, self, req, request):
                 return  # NOT_COORDINATOR: this node does not coordinate the request's key
             handler.handle(self.broker, req, request, req.respond)
+            req.handled = time.monotonic() - received
         except Exception:
             log.exception("handler failed", api=handler.name, version=version, peer=self.peer)
             self.close(f"internal error in {handler.name}")
@@ -527,6 +544,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if request.reserved:
             self.server.release(request.reserved)
             request.reserved = 0
+        if request.throttle_ms > 0 and not self.closed:
+            self.mute(request.throttle_ms)
         latency = time.monotonic() - request.started
         handler = request.handler
         self.broker.metrics.answered(handler.name, request.api_version, latency, response)
@@ -580,6 +599,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.reading_paused:
             self.reading_paused = False
             self.transport.resume_reading()
+
+    def mute(self, throttle_ms: int) -> None:
+        """A client quota throttles this connection (Kafka's ThrottledChannel): the answer goes
+        out at once with throttle_time_ms, then nothing more is read or handled until the
+        throttle time is over."""
+        until = self.clock() + throttle_ms
+        if until <= self.throttled_until:
+            return
+        first = self.throttled_until == 0
+        self.throttled_until = until
+        if first:
+            self.broker.timer.call_later(throttle_ms, self._throttle_over)
+        self._update_reading()
+
+    def _throttle_over(self) -> None:
+        left = self.throttled_until - self.clock()
+        if left > 0 and not self.closed:  # throttled again meanwhile
+            self.broker.timer.call_later(left, self._throttle_over)
+            return
+        self.throttled_until = 0
+        self._update_reading()
 
     def close_after_answers(self, reason: str) -> None:
         """A frame that cannot be served: the requests before it are still answered, in order,
@@ -997,6 +1037,8 @@ class Server:
         #: accepted sockets being handed to the loop (Server._connect): each its own task, the
         #: acceptor never waits for one
         self.connecting: set[asyncio.Task] = set()
+        #: sockets over their address's connection_creation_rate, held unread until closed
+        self.throttled_sockets: set[socket.socket] = set()
         self.connections: set[KafkaConnection] = set()
         self.bound: dict[str, tuple[str, int]] = {}  # the first node's, by listener
         #: every node's (listener, node id) -> bound (host, port)
@@ -1131,6 +1173,12 @@ class Server:
                 continue
             conn.setblocking(False)
             host = address[0]
+            rates = self.broker.client_quotas.connections
+            if rates.enabled:
+                throttle_ms = rates.record(host, self.broker.clock())
+                if throttle_ms:
+                    self._hold_then_close(loop, conn, host, throttle_ms)
+                    continue
             if not quotas.inc(host):
                 conn.close()
                 self.broker.metrics.connection_rejected("max.connections.per.ip")
@@ -1151,6 +1199,20 @@ class Server:
             task = loop.create_task(handover)
             self.connecting.add(task)
             task.add_done_callback(self.connecting.discard)
+
+    def _hold_then_close(self, loop, conn: socket.socket, host: str, throttle_ms: int) -> None:
+        """A connection over its address's connection_creation_rate (Kafka's
+        ConnectionThrottledException): not read, not counted, closed when the throttle time is
+        over, as Kafka's acceptor closes it."""
+        self.broker.metrics.connection_rejected("connection_creation_rate")
+        self.limit_log.note("warning", "connections throttled: address over its "
+                            "connection_creation_rate", host=host)
+        self.throttled_sockets.add(conn)
+
+        def close() -> None:
+            self.throttled_sockets.discard(conn)
+            conn.close()
+        loop.call_later(throttle_ms / 1000.0, close)
 
     async def _connect(self, loop, protocol, conn: socket.socket, host: str) -> None:
         """Hand an accepted socket to the loop as a transport for its connection. A task of
@@ -1307,6 +1369,9 @@ class Server:
     def stop_accepting(self) -> None:
         for task in self.acceptors():
             task.cancel()  # each closes its listening socket as it ends
+        for sock in list(self.throttled_sockets):
+            sock.close()
+        self.throttled_sockets.clear()
         for task in list(self.connecting):
             task.cancel()
         for pending in list(self.handshaking):

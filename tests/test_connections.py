@@ -13,6 +13,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from broker import apis
+from broker.client_quotas import ClientQuotas
+from broker.features import Features
 from broker.cluster import Cluster
 from broker.config import BrokerConfig, ConfigError
 from broker.metrics import Metrics
@@ -94,6 +96,8 @@ def make_broker(**settings):
                              node_id=1, timer=Timer(clock), debug=False, cluster=Cluster(1, 1))
     broker.metrics = Metrics(broker)
     broker.faults = Faults(broker)
+    broker.client_quotas = ClientQuotas(None)
+    broker.features = Features(broker.config, None, 1, apis.HANDLERS)
     broker.server = Server(broker)
     return broker
 
@@ -254,6 +258,36 @@ async def test_nothing_after_a_parked_request_is_handled_until_it_is_answered(mo
     held.pop()[1](ApiVersionsResponse(error_code=0, api_keys=[]))
     await turn()
     assert [c for c, _ in held] == [1, 2] and not transport.reading_paused
+
+
+async def test_a_throttled_answer_goes_at_once_then_the_connection_reads_nothing(monkeypatch):
+    """A client quota's throttle (KIP-219, Kafka's ThrottledChannel): the answer is sent at
+    once, then the requests behind it wait unread until the throttle time is over on the
+    broker's clock."""
+    seen = []
+
+    def throttle_first(broker, ctx, req, respond):
+        seen.append(ctx.header.correlation_id)
+        if ctx.header.correlation_id == 0:
+            ctx.throttle_ms = 500
+        from protocol.messages import ApiVersionsResponse
+        respond(ApiVersionsResponse(error_code=0, api_keys=[]))
+
+    monkeypatch.setattr(apis.HANDLERS[apis.API_VERSIONS_KEY], "handle", throttle_first)
+    broker = make_broker()
+    conn, transport = connect(broker)
+    feed(conn, transport, b"".join(api_versions(i) for i in range(3)))
+    assert seen == [0] and correlation_ids(bytes(transport.sent)) == [0]
+    assert transport.reading_paused
+    broker.clock.now += 499
+    broker.timer.advance(broker.clock.now)
+    await turn()
+    assert seen == [0] and transport.reading_paused
+    broker.clock.now += 1
+    broker.timer.advance(broker.clock.now)
+    await turn()
+    assert seen == [0, 1, 2] and correlation_ids(bytes(transport.sent)) == [0, 1, 2]
+    assert not transport.reading_paused and conn.throttled_until == 0
 
 
 async def test_queued_max_request_bytes_holds_every_connection_at_the_limit(held_answers):

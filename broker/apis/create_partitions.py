@@ -22,6 +22,8 @@ def handle(broker, ctx, request, respond) -> None:
     auth = broker.authorizer
     may_alter = auth.predicate(ctx, AclOperation.ALTER, ResourceType.TOPIC) \
         if auth is not None else None
+    # controller_mutation_rate: the partitions each topic adds, strict from v3
+    quota = broker.client_quotas.mutation_quota(ctx, strict_from=3)
     for t in request.topics:
         if may_alter is not None and not may_alter(t.name):
             results.append(Result(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
@@ -56,6 +58,10 @@ def handle(broker, ctx, request, respond) -> None:
                                       error_code=ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                       error_message=problem))
                 continue
+        if quota is not None and not quota.record(t.count - current):
+            results.append(Result(name=t.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                  error_message=None))
+            continue
         if records + (t.count - current) > MAX_RECORDS_PER_REQUEST:
             # Kafka's record list overflows in this topic: it fails (UNKNOWN_SERVER_ERROR),
             # and so does every later topic that adds a partition; checked before allocating
@@ -67,4 +73,5 @@ def handle(broker, ctx, request, respond) -> None:
         if not request.validate_only:
             broker.topics.add_partitions(t.name, t.count, assignments)
         results.append(Result(name=t.name, error_code=ErrorCode.NONE, error_message=None))
+    broker.client_quotas.finish_mutations(quota, ctx)
     respond(CreatePartitionsResponse(results=results))

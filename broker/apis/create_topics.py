@@ -182,7 +182,12 @@ def handle(broker, ctx, request, respond) -> None:
                             refused))
         return
     results = []
+    # controller_mutation_rate: each topic's partitions, strict from v6 (Kafka's
+    # ReplicationControlManager applies it once a topic passed its checks)
+    quota = broker.client_quotas.mutation_quota(ctx, strict_from=6)
     for topic, error, message, partitions, configs, rf, assignments in checked:
+        if not error and quota is not None and not quota.record(partitions):
+            error, message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, None
         if error:
             results.append(Result(name=topic.name, error_code=error, error_message=message,
                                   num_partitions=-1, replication_factor=-1, configs=None))
@@ -208,4 +213,5 @@ def handle(broker, ctx, request, respond) -> None:
         if topic_id is not None:
             result.topic_id = topic_id
         results.append(result)
+    broker.client_quotas.finish_mutations(quota, ctx)
     respond(CreateTopicsResponse(topics=results + refused))

@@ -23,6 +23,8 @@ def handle(broker, ctx, request, respond) -> None:
     if auth is not None and not auth.cluster(ctx, AclOperation.DELETE):
         may_describe = auth.predicate(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC)
         may_delete = auth.predicate(ctx, AclOperation.DELETE, ResourceType.TOPIC)
+    # controller_mutation_rate: each topic's partitions, strict from v5
+    quota = broker.client_quotas.mutation_quota(ctx, strict_from=5)
     for name, topic_id in wanted:
         if may_describe is not None and name is not None and not may_describe(name):
             # by name, a topic the principal may not describe is refused before it is looked up
@@ -52,7 +54,13 @@ def handle(broker, ctx, request, respond) -> None:
                                   error_code=ErrorCode.TOPIC_DELETION_DISABLED,
                                   error_message="delete.topic.enable is false"))
             continue
+        if quota is not None and not quota.record(len(topic.partitions)):
+            results.append(Result(name=topic.name, topic_id=topic.topic_id,
+                                  error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                  error_message=None))
+            continue
         broker.delete_topic(topic.name)
         results.append(Result(name=topic.name, topic_id=topic.topic_id,
                               error_code=ErrorCode.NONE, error_message=None))
+    broker.client_quotas.finish_mutations(quota, ctx)
     respond(DeleteTopicsResponse(responses=results))

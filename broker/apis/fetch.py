@@ -17,6 +17,7 @@ read itself (not the leader, fenced epoch, offset out of range) ends a long poll
 """
 from __future__ import annotations
 
+import copy
 import uuid
 
 from protocol.errors import ErrorCode
@@ -59,7 +60,7 @@ class FetchWork:
     offset it was last told) without making an answer the session would drop anyway."""
 
     __slots__ = ("context", "interesting", "erroneous", "keys", "topics_version", "quiet",
-                 "max_bytes", "min_bytes", "isolation_level", "version", "listener")
+                 "max_bytes", "min_bytes", "isolation_level", "version", "listener", "quota_ctx")
 
     def __init__(self, context, interesting, erroneous, keys, topics_version: int, request,
                  version: int, listener) -> None:
@@ -74,6 +75,8 @@ class FetchWork:
         self.isolation_level = request.isolation_level
         self.version = version
         self.listener = listener
+        #: the request, when a consumer_byte_rate quota is in force (see answer)
+        self.quota_ctx = None
 
 
 def read(broker, work: FetchWork, conn=None) -> tuple[list, int, bool]:
@@ -175,7 +178,16 @@ def _leader_moved(partition, index: int, error: int, uncommitted: bool, version:
 
 def answer(broker, work: FetchWork, reads: list) -> FetchResponse:
     """The response to ``work`` given what was read: the session keeps only what changed (an
-    incremental fetch) or is created now (a full fetch asking for one)."""
+    incremental fetch) or is created now (a full fetch asking for one).
+
+    Under a consumer_byte_rate quota the bytes read count toward the client's rate; a client
+    over it, or over its request_percentage, gets, as from Kafka, an empty answer carrying the
+    throttle time (the bytes are not counted then, and no session is created or moved on)."""
+    ctx = work.quota_ctx
+    if ctx is not None and work.context.kind != "error":
+        throttled = _throttled(broker, ctx, work, reads)
+        if throttled is not None:
+            return throttled
     names = {}
     updates = []
     for key, name, topic_id, data in reads:
@@ -206,6 +218,63 @@ def answer(broker, work: FetchWork, reads: list) -> FetchResponse:
     broker.metrics.fetched(responses)
     return FetchResponse(throttle_time_ms=0, error_code=error, session_id=session_id,
                          responses=responses, node_endpoints=endpoints)
+
+
+def _throttled(broker, ctx, work: FetchWork, reads: list) -> FetchResponse | None:
+    """Kafka's order: the request's time and the answer's bytes both count first; over either
+    quota the answer is empty and its bytes are taken back."""
+    quotas = broker.client_quotas
+    if quotas.request.enabled:
+        quotas.record_request(ctx)
+        ctx.handled = 0.0  # counted here: the look when it is answered adds nothing
+    size = None
+    if quotas.fetch.enabled:
+        size = _response_size(ctx, work, reads)
+        quotas.record_bytes(quotas.fetch, ctx, size)
+    if not ctx.throttle_ms:
+        return None
+    if size is not None:
+        conn = ctx.conn
+        quotas.fetch.unrecord(conn.principal.name, ctx.client_id, size, conn.clock())
+    context = work.context
+    session_id = context.session.id if context.kind == "incremental" else 0
+    return FetchResponse(throttle_time_ms=ctx.throttle_ms, error_code=ErrorCode.NONE,
+                         session_id=session_id, responses=[], node_endpoints=[])
+
+
+def _uvarint_size(n: int) -> int:
+    size = 1
+    while n >= 0x80:
+        n >>= 7
+        size += 1
+    return size
+
+
+def _response_size(ctx, work: FetchWork, reads: list) -> int:
+    """What a fetch counts toward consumer_byte_rate, as Kafka's FetchResponse.sizeOf counts
+    it: the size field, the response header and the body with every partition read. The body
+    is encoded without its records (their sizes are added), so nothing large is copied."""
+    version = work.version
+    flexible = version >= 12
+    topics = []
+    last = None
+    records_size = 0
+    for _key, name, topic_id, data in reads + work.erroneous:
+        if last is None or (last.topic, last.topic_id) != (name or "", topic_id):
+            last = TopicData(topic=name or "", topic_id=topic_id, partitions=[])
+            topics.append(last)
+        records = data.records
+        if records:
+            data = copy.copy(data)
+            data.records = EMPTY
+            records_size += len(records)
+            if flexible:  # a compact length: its varint grows with the records
+                records_size += _uvarint_size(len(records) + 1) - 1
+        last.partitions.append(data)
+    body = FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0,
+                         responses=topics, node_endpoints=[]).encode(version)
+    header = 4 if ctx.codec[2] == 0 else 5
+    return 4 + header + len(body) + records_size
 
 
 def _request_partitions(broker, request, version: int):
@@ -294,8 +363,16 @@ def handle(broker, ctx, request, respond) -> None:
         interesting, erroneous, keys = _resolve(broker, ctx, context, uncommitted)
     work = FetchWork(context, interesting, erroneous, keys, topics_version, request, version,
                      ctx.listener)
+    quotas = broker.client_quotas
+    if (quotas.fetch.enabled or quotas.request.enabled) and replica_id < 0:
+        # at most what the quota allows in one window, as Kafka caps a consumer's fetch
+        window = quotas.fetch.max_value_in_window(ctx.conn.principal.name, ctx.client_id)
+        if window is not None:
+            work.max_bytes = min(work.max_bytes, int(min(window, 2 ** 31 - 1)))
+            work.min_bytes = min(work.min_bytes, work.max_bytes)
+        work.quota_ctx = ctx
     reads, total, errors = read(broker, work, ctx.conn)
-    if (total >= request.min_bytes or errors or request.max_wait_ms <= 0
+    if (total >= work.min_bytes or errors or request.max_wait_ms <= 0
             or not interesting):
         respond(answer(broker, work, reads))
         return

@@ -188,6 +188,9 @@ def _without_answer(ctx, request, respond):
 
 
 def handle(broker, ctx, request, respond) -> None:
+    quotas = broker.client_quotas
+    if quotas.produce.enabled:
+        respond = _counting_bytes(quotas, ctx, respond)
     if _WAITING:
         queue = _WAITING.get(ctx.conn)
         if queue is not None:
@@ -231,6 +234,16 @@ def _handle(broker, ctx, request, respond) -> None:
         responses.append(TopicResponse(name=td.name, topic_id=td.topic_id,
                                        partition_responses=parts))
     respond(ProduceResponse(responses=responses))
+
+
+def _counting_bytes(quotas, ctx, respond):
+    """Under a producer_byte_rate quota the request's size counts toward the client's rate when
+    it is answered, and the answer carries the throttle the client owes, as Kafka's
+    handleProduceRequest does (acks=0 too: the connection is muted all the same)."""
+    def answer(response) -> None:
+        quotas.record_bytes(quotas.produce, ctx, ctx.size)
+        respond(response)
+    return answer
 
 
 def _resolve_topic_ids(broker, request, respond):

@@ -1042,3 +1042,50 @@ def test_share_group_apis(acl_target, clients, denied):
         group_id=group, topics=None)]), 1)
     assert [(g.group_id, g.error_code, g.error_message, g.topics) for g in offsets.groups] == [
         (group, E.GROUP_AUTHORIZATION_FAILED, None, [])]
+
+
+def test_quota_feature_and_quorum_apis_need_the_cluster(acl_target, clients, denied):
+    """AlterClientQuotas needs ALTER_CONFIGS on the cluster, DescribeClientQuotas
+    DESCRIBE_CONFIGS, UpdateFeatures, UnregisterBroker and the raft voter APIs ALTER: refused
+    with the code and message Kafka 4.3.1 gives each."""
+    from protocol.messages import (AddRaftVoterRequest, AlterClientQuotasRequest,
+                                   DescribeClientQuotasRequest, RemoveRaftVoterRequest,
+                                   UnregisterBrokerRequest, UpdateFeaturesRequest)
+    _, refused = clients
+    Q = AlterClientQuotasRequest
+    answers = {}
+    altered = refused.call(Q(entries=[Q.EntryData(
+        entity=[Q.EntityData(entity_type="client-id", entity_name="acl-quota")],
+        ops=[Q.OpData(key="producer_byte_rate", value=1000.0, remove=False)])],
+        validate_only=False), 1)
+    answers["alter"] = [(e.error_code, e.error_message, [(x.entity_type, x.entity_name)
+                                                          for x in e.entity])
+                        for e in altered.entries]
+    described = refused.call(DescribeClientQuotasRequest(components=[], strict=False), 1)
+    answers["describe"] = (described.error_code, described.error_message, described.entries)
+    F = UpdateFeaturesRequest
+    updated = refused.call(F(timeout_ms=1000, validate_only=True, feature_updates=[
+        F.FeatureUpdateKey(feature="group.version", max_version_level=1, upgrade_type=1)]), 1)
+    answers["features"] = (updated.error_code, updated.error_message,
+                           [(r.feature, r.error_code, r.error_message) for r in updated.results])
+    unregistered = refused.call(UnregisterBrokerRequest(broker_id=5), 0)
+    answers["unregister"] = (unregistered.error_code, unregistered.error_message)
+    added = refused.call(AddRaftVoterRequest(cluster_id=None, timeout_ms=1000, voter_id=7,
+                                             voter_directory_id=uuid.uuid4(), listeners=[],
+                                             ack_when_committed=True), 1)
+    answers["add voter"] = (added.error_code, added.error_message)
+    removed = refused.call(RemoveRaftVoterRequest(cluster_id=None, voter_id=7,
+                                                  voter_directory_id=uuid.uuid4()), 0)
+    answers["remove voter"] = (removed.error_code, removed.error_message)
+    denied_alter = answers["features"][1], answers["unregister"][1]
+    assert all(m.endswith("needs ALTER permission.") for m in denied_alter), denied_alter
+    assert answers == {
+        "alter": [(E.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.",
+                   [("client-id", "acl-quota")])],
+        "describe": (E.CLUSTER_AUTHORIZATION_FAILED, None, None),
+        # the message names the request, which differs by broker
+        "features": (E.CLUSTER_AUTHORIZATION_FAILED, denied_alter[0], []),
+        "unregister": (E.CLUSTER_AUTHORIZATION_FAILED, denied_alter[1]),
+        "add voter": (E.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
+        "remove voter": (E.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
+    }

@@ -86,8 +86,7 @@ def test_confluent_kafka_admin_scram_users_survive_a_restart(tmp_path, ports):
 
 
 def test_kafka_configs_adds_and_deletes_a_scram_user(tmp_path, ports):
-    """kafka-configs --alter (Kafka's ConfigCommand). Its --describe of users also asks for
-    client quotas (DescribeClientQuotas), which this broker does not serve yet."""
+    """kafka-configs --alter (Kafka's ConfigCommand)."""
     port, sasl_port = ports
     broker = _start(str(tmp_path / "data"), port, sasl_port)
     libs = resolve_kafka_jars()

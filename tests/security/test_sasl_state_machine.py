@@ -12,6 +12,9 @@ import pytest
 from prometheus_client import generate_latest
 from structlog.testing import capture_logs
 
+from broker import apis
+from broker.client_quotas import ClientQuotas
+from broker.features import Features
 from broker.cluster import Cluster
 from broker.config import BrokerConfig
 from broker.metrics import Metrics
@@ -43,6 +46,8 @@ def make_broker(**settings):
                              advertised=lambda _listener, _node=None: ("localhost", 9092))
     broker.metrics = Metrics(broker)
     broker.faults = Faults(broker)
+    broker.client_quotas = ClientQuotas(None)
+    broker.features = Features(broker.config, None, 1, apis.HANDLERS)
     broker.scram_credentials = ScramCredentialStore(None)
     broker.scram_credentials.bootstrap(config["sasl.scram.bootstrap.credentials"])
     broker.sasl = SaslServers(config, broker.scram_credentials, clock)
