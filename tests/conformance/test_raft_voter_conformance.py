@@ -89,8 +89,11 @@ def test_add_raft_voter(target, quorum, version):
         assert add(port, cluster_id, voter, dir_id, [(listener, "127.0.0.1", 1)], version) == (
             E.DUPLICATE_VOTER, f"The voter id for {key(voter, dir_id)} is already part of "
                                f"the set of voters {voters}.")
-    # a voter nobody listens for
-    assert add(port, cluster, 2, new, [(listener, "127.0.0.1", free_port())], version) == (
+    # a voter nobody listens for, with an id no other attempt names: Kafka backs off
+    # reconnecting to an id it failed to reach ("... is not ready to receive requests")
+    unreachable = 20 + version
+    assert add(port, cluster, unreachable, new, [(listener, "127.0.0.1", free_port())],
+               version) == (
         E.REQUEST_TIMED_OUT, "Aborted add voter operation for since API_VERSIONS returned an "
                              "error BROKER_NOT_AVAILABLE")
 
