@@ -19,9 +19,9 @@ import os
 import pathlib
 from typing import NamedTuple
 
-from .topic_configs import (BOOLEAN, DEFAULT_CONFIG, DOUBLE, DYNAMIC_BROKER_CONFIG,
-                            DYNAMIC_DEFAULT_BROKER_CONFIG, INT, LIST, LONG, SHORT,
-                            STATIC_BROKER_CONFIG, TYPE_NAMES)
+from .config import SETTINGS
+from .topic_configs import (DEFAULT_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+                            LIST, STATIC_BROKER_CONFIG, type_problem)
 
 CATALOGUE = pathlib.Path(__file__).with_name("kafka_broker_configs.json")
 FILE_NAME = "broker-configs.json"
@@ -47,6 +47,10 @@ class ConfigSpec(NamedTuple):
     read_only: bool
     sensitive: bool
     default: str | None
+
+
+#: how a name Kafka does not know is described (Kafka keeps and lists it all the same)
+UNKNOWN_SPEC = ConfigSpec(UNKNOWN_TYPE, True, False, None)
 
 
 class BrokerConfigError(Exception):
@@ -92,7 +96,6 @@ def static_value(broker_config, name: str) -> str | None:
     """This broker's configuration of Kafka config ``name``, where it sets one: a value away
     from both its own default and Kafka's, or a default of its own where Kafka's is not null
     (kbroker's -1 or 604800000 where Kafka says null are the same behaviour)."""
-    from .config import SETTINGS
     if name in NODE_ID_CONFIGS:
         return str(broker_config["node.id"])
     setting = SETTINGS.get(name)
@@ -159,7 +162,8 @@ class BrokerConfigs:
         spec = catalogue().get(name)
         synonyms = self.synonyms(name)
         if spec is None:  # a name Kafka does not know, stored all the same (as Kafka does)
-            return Entry(name, None, synonyms[0][2], True, False, UNKNOWN_TYPE,
+            return Entry(name, None, synonyms[0][2], UNKNOWN_SPEC.read_only,
+                         UNKNOWN_SPEC.sensitive, UNKNOWN_SPEC.type,
                          [(n, None, s) for n, _, s in synonyms])
         value, source = (synonyms[0][1], synonyms[0][2]) if synonyms else (None, DEFAULT_CONFIG)
         if spec.sensitive:
@@ -171,13 +175,14 @@ class BrokerConfigs:
         """The entries of entity ``str(node_id)`` (every config) or ``""`` (the cluster-wide
         dynamic values only, as Kafka lists its default entity)."""
         if entity == "":
-            names = sorted(n for n in self.cluster if keys is None or n in keys)
-            return [Entry(n, self.cluster[n], DYNAMIC_DEFAULT_BROKER_CONFIG,
-                          catalogue()[n].read_only if n in catalogue() else True,
-                          catalogue()[n].sensitive if n in catalogue() else False,
-                          catalogue()[n].type if n in catalogue() else UNKNOWN_TYPE,
-                          [(n, self.cluster[n], DYNAMIC_DEFAULT_BROKER_CONFIG)])
-                    for n in names]
+            out = []
+            for n in sorted(n for n in self.cluster if keys is None or n in keys):
+                spec = catalogue().get(n, UNKNOWN_SPEC)
+                value = self.cluster[n]
+                out.append(Entry(n, value, DYNAMIC_DEFAULT_BROKER_CONFIG, spec.read_only,
+                                 spec.sensitive, spec.type,
+                                 [(n, value, DYNAMIC_DEFAULT_BROKER_CONFIG)]))
+            return out
         names = set(catalogue()) | set(self.per_broker) | set(self.cluster)
         if keys is not None:
             names &= set(keys)
@@ -270,20 +275,7 @@ class BrokerConfigs:
 
 def check_value(name: str, spec: ConfigSpec, value: str | None) -> None:
     """Kafka's type check of a new value (its message)."""
-    text = (value or "").strip()
-    bad = None
-    if spec.type in (INT, SHORT, LONG):
-        try:
-            int(text)
-        except ValueError:
-            bad = f"Not a number of type {TYPE_NAMES[spec.type]}"
-    elif spec.type == DOUBLE:
-        try:
-            float(text)
-        except ValueError:
-            bad = "Not a number of type DOUBLE"
-    elif spec.type == BOOLEAN and text.lower() not in ("true", "false"):
-        bad = "Expected value to be either true or false"
-    if bad is not None:
+    problem = type_problem(spec.type, (value or "").strip())
+    if problem is not None:
         raise BrokerConfigError(INVALID_REQUEST,
-                                f"Invalid value {value} for configuration {name}: {bad}")
+                                f"Invalid value {value} for configuration {name}: {problem}")

@@ -96,31 +96,40 @@ class BrokerDefaults:
         return self.values[name]
 
 
+#: the largest value of each integer type, as Java parses it
+_INT_BOUNDS = {SHORT: 32767, INT: INT_MAX, LONG: LONG_MAX}
+
+
+def type_problem(config_type: int, text: str) -> str | None:
+    """Why ``text`` does not parse as a config of ``config_type``, in Kafka's ConfigDef words
+    ("Not a number of type INT"), or None. Shared by topic, broker and group configs' checks."""
+    if config_type in _INT_BOUNDS:
+        bound = _INT_BOUNDS[config_type]
+        try:
+            number = int(text)
+        except ValueError:
+            number = None
+        if number is None or not -bound - 1 <= number <= bound:
+            return f"Not a number of type {TYPE_NAMES[config_type]}"
+    elif config_type == DOUBLE:
+        try:
+            float(text)
+        except ValueError:
+            return "Not a number of type DOUBLE"
+    elif config_type == BOOLEAN and text.lower() not in ("true", "false"):
+        return "Expected value to be either true or false"
+    return None
+
+
 def validate_topic_config(name: str, value: str | None) -> str | None:
     """Why ``value`` cannot be ``name``'s value (Kafka's message), or None."""
     spec = TOPIC_CONFIGS[name]
     text = "" if value is None else str(value).strip()
-    if spec.type in (INT, LONG):
-        try:
-            number = int(text)
-        except ValueError:
-            return f"Invalid value {value} for configuration {name}: Not a number of type " \
-                   f"{TYPE_NAMES[spec.type]}"
-        bound = INT_MAX if spec.type == INT else LONG_MAX
-        if not -bound - 1 <= number <= bound:
-            return f"Invalid value {value} for configuration {name}: Not a number of type " \
-                   f"{TYPE_NAMES[spec.type]}"
-    elif spec.type == DOUBLE:
-        try:
-            ratio = float(text)
-        except ValueError:
-            return f"Invalid value {value} for configuration {name}: Not a number of type DOUBLE"
-        if name == "min.cleanable.dirty.ratio" and not 0 <= ratio <= 1:
-            return f"Invalid value {value} for configuration {name}: Value must be between 0 and 1"
-    elif spec.type == BOOLEAN:
-        if text.lower() not in ("true", "false"):
-            return f"Invalid value {value} for configuration {name}: Expected value to be " \
-                   "either true or false"
+    problem = type_problem(spec.type, text)
+    if problem is not None:
+        return f"Invalid value {value} for configuration {name}: {problem}"
+    if name == "min.cleanable.dirty.ratio" and not 0 <= float(text) <= 1:
+        return f"Invalid value {value} for configuration {name}: Value must be between 0 and 1"
     if name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
         return f"Invalid value {value} for configuration {name}"
     if name == "cleanup.policy" and not {v.strip() for v in text.split(",") if v.strip()} <= {

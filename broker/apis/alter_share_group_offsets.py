@@ -8,7 +8,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 from ..coordinator.consumer.group import GroupError
-from ..security.authorizer import AclOperation, ResourceType
+from ..security.authorization import group_denied
 
 NAME = "AlterShareGroupOffsets"
 
@@ -19,9 +19,7 @@ UNKNOWN_MESSAGE = "This server does not host this topic-partition."
 
 def handle(broker, ctx, request, respond) -> None:
     group_id = request.group_id
-    auth = broker.authorizer
-    if auth is not None and not auth.allowed(ctx, AclOperation.READ, ResourceType.GROUP,
-                                             group_id):
+    if group_denied(broker.authorizer, ctx, group_id):
         respond(R(error_code=E.GROUP_AUTHORIZATION_FAILED, responses=[]))
         return
     if not group_id:

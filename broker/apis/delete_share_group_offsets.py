@@ -7,7 +7,8 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 from ..coordinator.consumer.group import GroupError
-from ..security.authorizer import AclOperation, ResourceType
+from ..security.authorization import group_denied
+from ..security.authorizer import AclOperation
 
 NAME = "DeleteShareGroupOffsets"
 
@@ -18,9 +19,7 @@ UNKNOWN_MESSAGE = "This server does not host this topic-partition."
 
 def handle(broker, ctx, request, respond) -> None:
     group_id = request.group_id
-    auth = broker.authorizer
-    if auth is not None and not auth.allowed(ctx, AclOperation.DELETE, ResourceType.GROUP,
-                                             group_id):
+    if group_denied(broker.authorizer, ctx, group_id, AclOperation.DELETE):
         respond(R(error_code=E.GROUP_AUTHORIZATION_FAILED, responses=[]))
         return
     if not group_id:

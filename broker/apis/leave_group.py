@@ -4,27 +4,13 @@ from __future__ import annotations
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ..security.authorizer import AclOperation, ResourceType
+from ..security.authorization import group_denied
 
 NAME = "LeaveGroup"
 
-READ = AclOperation.READ
-GROUP = ResourceType.GROUP
-GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
-
 
 def handle(broker, ctx, request, respond) -> None:
-    if broker.authorizer is not None:
-        respond = _authorized(broker.authorizer, ctx, request, respond)
-        if respond is None:
-            return
+    if group_denied(broker.authorizer, ctx, request.group_id):
+        respond(m.LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, members=[]))
+        return
     broker.coordinator.leave_group(request, ctx.api_version, ctx, respond)
-
-
-def _authorized(auth, ctx, request, respond):
-    """The ACL checks Kafka makes before it asks its group coordinator: the ``respond`` the
-    coordinator is to call (wrapped to add what was refused), or None once it answered."""
-    if auth.allowed(ctx, READ, GROUP, request.group_id):
-        return respond
-    respond(m.LeaveGroupResponse(error_code=GROUP_DENIED, members=[]))
-    return None

@@ -12,6 +12,7 @@ from protocol.errors import ErrorCode
 
 from ..coordinator.share.partition import AcknowledgeError
 from ..coordinator.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSessionError
+from ..security.authorization import group_denied
 from ..security.authorizer import AclOperation, ResourceType
 from .share_group_heartbeat import valid_member_id
 
@@ -114,9 +115,7 @@ def handle(broker, ctx, request, respond) -> None:
     if group_id is None:
         respond(_error(E.INVALID_REQUEST))
         return
-    auth = broker.authorizer
-    if auth is not None and not auth.allowed(ctx, AclOperation.READ, ResourceType.GROUP,
-                                             group_id):
+    if group_denied(broker.authorizer, ctx, group_id):
         respond(_error(E.GROUP_AUTHORIZATION_FAILED))
         return
     member_id = request.member_id

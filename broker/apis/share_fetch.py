@@ -24,6 +24,7 @@ from ..coordinator.share.partition import LogBatch
 from ..coordinator.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSessionError
 from ..log import OffsetOutOfRange
 from ..purgatory import DelayedOperation
+from ..security.authorization import group_denied
 from ..security.authorizer import AclOperation, ResourceType
 from .replicas import leader_error
 from .share_acknowledge import RENEW_VERSION, acknowledge
@@ -256,9 +257,7 @@ def handle(broker, ctx, request, respond) -> None:
     if group_id is None:
         respond(_error(E.INVALID_REQUEST))
         return
-    auth = broker.authorizer
-    if auth is not None and not auth.allowed(ctx, AclOperation.READ, ResourceType.GROUP,
-                                             group_id):
+    if group_denied(broker.authorizer, ctx, group_id):
         respond(_error(E.GROUP_AUTHORIZATION_FAILED))
         return
     member_id = request.member_id

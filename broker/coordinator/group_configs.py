@@ -19,9 +19,11 @@ from typing import Callable
 from protocol.errors import ErrorCode
 
 from ..config import SETTINGS
+from ..topic_configs import BOOLEAN as BOOLEAN_TYPE, INT as INT_TYPE, type_problem
 
 E = ErrorCode
 INT, STRING, BOOLEAN = "INT", "STRING", "BOOLEAN"
+_CONFIG_TYPES = {INT: INT_TYPE, BOOLEAN: BOOLEAN_TYPE}
 CONFIG_FILE = "group-configs.json"
 
 #: Kafka's defaults of the group.* broker settings this broker does not have
@@ -168,19 +170,16 @@ class GroupConfigs:
     def _parse(self, name: str, value: str):
         d = GROUP_CONFIGS[name]
         text = value.strip() if isinstance(value, str) else value
+        if d.type in (INT, BOOLEAN):
+            problem = type_problem(_CONFIG_TYPES[d.type], str(text))
+            if problem is not None:
+                raise _invalid(name, value, problem)
         if d.type == INT:
-            try:
-                number = int(text)
-            except (TypeError, ValueError):
-                raise _invalid(name, value, "Not a number of type INT") from None
-            if not -2**31 <= number < 2**31:
-                raise _invalid(name, value, "Not a number of type INT")
+            number = int(text)
             if d.at_least is not None and number < d.at_least:
                 raise _invalid(name, value, f"Value must be at least {d.at_least}")
             return number
         if d.type == BOOLEAN:
-            if str(text).lower() not in ("true", "false"):
-                raise _invalid(name, value, "Expected value to be either true or false")
             return str(text).lower() == "true"
         if d.choices and text not in d.choices:
             raise _invalid(name, value, "String must be one of: " + ", ".join(d.choices))

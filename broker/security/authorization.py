@@ -192,6 +192,13 @@ def cluster_authorized_operations(auth: Authorization | None, ctx) -> int:
     return authorized_operations(auth, ctx, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
+def group_denied(auth: Authorization | None, ctx, group_id: str,
+                 op: AclOperation = AclOperation.READ) -> bool:
+    """With an authorizer, whether ``ctx`` may not ``op`` the group: the check Kafka's KafkaApis
+    makes before it asks its group coordinator (READ for the group APIs, DELETE to delete)."""
+    return auth is not None and not auth.allowed(ctx, op, ResourceType.GROUP, group_id)
+
+
 def take_unreadable_topics(auth, ctx, request) -> list:
     """The request's topics the principal may not READ, taken out of the request (Kafka answers
     them TOPIC_AUTHORIZATION_FAILED beside the coordinator's answer for the others). A topic
