@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import queue
 import subprocess
@@ -88,6 +89,11 @@ class Tracker:
         self.assignments = 0   # assignment changes seen, over all members
         self.assigned_at: dict[int, float] = {}   # each member's last assignment change
         self.started_at: dict[int, float] = {}    # when each member subscribed
+        self.client_races = 0  # kafka-python rejoins that dropped a finished join (see below)
+
+    def client_race(self) -> None:
+        with self.lock:
+            self.client_races += 1
 
     def started(self, member: int) -> None:
         with self.lock:
@@ -269,7 +275,59 @@ class ThreadHost(Host):
         raise NotImplementedError
 
 
+class KafkaPythonJoinRace(logging.Handler):
+    """Sees kafka-python 3.0.12 drop a join it had finished, and tells the tracker.
+
+    ``consumer.poll(timeout_ms=100)`` runs the join on the client's I/O loop and gives up when
+    its timeout passes, leaving the join task in flight for the next poll. When that loop stalls
+    past the deadline (a loaded machine: the member threads share one GIL) and the SyncGroup
+    answer is read in the same turn, the timeout wins; the task then completes with nobody
+    waiting, and the next poll finds the task done but ``rejoin_needed`` still set, so it throws
+    the assignment away and sends JoinGroup again. The group goes through one more rebalance,
+    and every other member pays a heartbeat interval to hear of it. The broker cannot tell this
+    JoinGroup from a deliberate one (Kafka logs "leader ... re-joining group during Stable", as
+    kbroker does), so it happens against either broker; the client's own log shows it: a
+    successful SyncGroup answer followed by "(Re-)joining group" on the same I/O thread without
+    "Setting newly assigned partitions" in between."""
+
+    def __init__(self, tracker: Tracker) -> None:
+        super().__init__(logging.DEBUG)
+        self.tracker = tracker
+        self.synced: set[str] = set()   # I/O threads holding an assignment not yet applied
+        for name, level in (("kafka.coordinator", logging.DEBUG),
+                            ("kafka.coordinator.consumer", logging.INFO),
+                            ("kafka.coordinator.heartbeat", logging.WARNING)):
+            logging.getLogger(name).setLevel(level)
+        logging.getLogger("kafka.coordinator").addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.msg if isinstance(record.msg, str) else ""
+        if msg.startswith("Received SyncGroup response"):
+            if getattr(record.args[0], "error_code", None) == 0:
+                self.synced.add(record.threadName)
+        elif msg.startswith("Setting newly assigned partitions"):
+            self.synced.discard(record.threadName)
+        elif msg.startswith("(Re-)joining group"):
+            if record.threadName in self.synced:
+                self.tracker.client_race()
+            self.synced.discard(record.threadName)
+        elif record.levelno >= logging.WARNING:
+            sys.stderr.write(self.format(record) + "\n")
+
+    def close(self) -> None:
+        logging.getLogger("kafka.coordinator").removeHandler(self)
+        super().close()
+
+
 class KafkaPythonHost(ThreadHost):
+    def __init__(self, tracker, args) -> None:
+        super().__init__(tracker, args)
+        self.join_race = KafkaPythonJoinRace(tracker)
+
+    def close_all(self) -> None:
+        super().close_all()
+        self.join_race.close()
+
     def _run(self, member, group, instance_id, stop, ready) -> None:
         from kafka import ConsumerRebalanceListener, KafkaConsumer
         from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -545,11 +603,16 @@ def run_trial(args, trial: int) -> dict:
     def instance(member: int) -> str | None:
         return f"{group}-{member}" if args.static else None
 
+    races_before = [0]   # the client's own join races (KafkaPythonJoinRace) before this phase
+
     def phase(name: str, since: float, joined: int | None = None) -> bool:
         settle = tracker.wait_settled(since, args.timeout, args.quiet)
+        races = tracker.client_races
         result = {"phase": name, "settle_s": None if settle is None else round(settle, 3),
                   "stalled": settle is None or settle >= stall_s,
-                  "assignment_skew_s": tracker.assignment_skew()}
+                  "assignment_skew_s": tracker.assignment_skew(),
+                  "client_races": races - races_before[0]}
+        races_before[0] = races
         if joined is not None:
             # from the new member's subscribe(), not from the command that creates it
             subscribed = tracker.started_at.get(joined)

@@ -11,12 +11,21 @@ Kafka runs with ``group.initial.rebalance.delay.ms=0`` (Kafka's own dev config a
 examples), kbroker with its defaults: what a developer compares when they move from one to the
 other. kbroker passes a scenario when, over the same number of trials:
 
-- it stalls no more often than Kafka, and
+- it stalls no more often than Kafka (as a share of its trials), and
 - the median settle time of every phase is at most 1.5x Kafka's plus 0.3 s (loopback timings on a
   shared 2-core machine vary by a few hundred ms from trial to trial; a real regression, such as
   an extra rebalance or a heartbeat interval lost, costs about a second), and
 - members get their assignments as close together as on Kafka (median spread at most Kafka's
   plus 0.5 s).
+
+kafka-python 3.0.12 sometimes throws away a join it has finished and joins again (a race
+between ``poll()``'s timeout and the SyncGroup answer on its I/O loop, described in
+tests/clients/settle.py's ``KafkaPythonJoinRace``). That extra rebalance costs the group a
+heartbeat interval on either broker; it comes from how loaded the client's process is, not from
+the broker (CI saw it in 2 of 3 trials on one broker and none on the other in the same run, a
+loaded machine here in 4 of 20). The runner sees it in the client's own log; such a phase is
+reported and left out of the medians, and the scenario runs up to three more trials so that
+every median still stands on three clean ones. Stalls are counted whatever the client did.
 
 Every member fetches with a 100 ms longest wait (``fetch.wait.max.ms``/``fetch_max_wait_ms``)
 on both brokers. With the clients' 500 ms default, a partition whose starting offset arrives
@@ -39,6 +48,7 @@ from tests.clients import settle
 from tests.support import BrokerProcess
 
 TRIALS = 3
+EXTRA_TRIALS = 3
 MARGIN_FACTOR = 1.5
 MARGIN_S = 0.3
 SKEW_MARGIN_S = 0.5
@@ -79,9 +89,23 @@ def topics(kafka_server, kbroker_defaults):
 
 
 def run(server, scenario: dict) -> list[dict]:
-    return settle.run(sys.executable, bootstrap=server.bootstrap, topic="settle",
-                      partitions=PARTITIONS, records=RECORDS, members=3, trials=TRIALS,
-                      timeout=20, fetch_wait_ms=FETCH_WAIT_MS, **scenario)
+    """TRIALS trials, plus up to EXTRA_TRIALS more while fewer than TRIALS are free of the
+    client's own join race (settle.KafkaPythonJoinRace), so each median stands on TRIALS."""
+    def trials(n: int) -> list[dict]:
+        return settle.run(sys.executable, bootstrap=server.bootstrap, topic="settle",
+                          partitions=PARTITIONS, records=RECORDS, members=3, trials=n,
+                          timeout=20, fetch_wait_ms=FETCH_WAIT_MS, **scenario)
+
+    results = trials(TRIALS)
+    extra = 0
+    while sum(not raced(t) for t in results) < TRIALS and extra < EXTRA_TRIALS:
+        results += trials(1)
+        extra += 1
+    return results
+
+
+def raced(trial: dict) -> bool:
+    return any(p.get("client_races") for p in trial["phases"])
 
 
 def medians(trials: list[dict], key: str) -> list[float | None]:
@@ -91,6 +115,7 @@ def medians(trials: list[dict], key: str) -> list[float | None]:
     for i in range(phases):
         values = [t["phases"][i][key] for t in trials
                   if len(t["phases"]) > i and not t["phases"][i]["stalled"]
+                  and not t["phases"][i].get("client_races")
                   and t["phases"][i][key] is not None]
         out.append(statistics.median(values) if values else None)
     return out
@@ -99,7 +124,9 @@ def medians(trials: list[dict], key: str) -> list[float | None]:
 def describe(name: str, trials: list[dict]) -> str:
     rows = [f"  {name}: " + "; ".join(
         f"{p['phase']} {p['settle_s']} s (skew {p['assignment_skew_s']})"
-        + (" STALLED" if p["stalled"] else "") for p in t["phases"]) for t in trials]
+        + (" STALLED" if p["stalled"] else "")
+        + (f" CLIENT-RACE x{p['client_races']}" if p.get("client_races") else "")
+        for p in t["phases"]) for t in trials]
     return "\n".join(rows)
 
 
@@ -113,7 +140,9 @@ def test_real_clients_settle_as_fast_and_as_reliably_as_on_kafka(name, topics):
 
     kafka_stalls = sum(t["stalled"] for t in kafka)
     our_stalls = sum(t["stalled"] for t in ours)
-    assert our_stalls <= kafka_stalls, f"kbroker stalled more often than Kafka:\n{report}"
+    # as a share of the trials run (a scenario may run extra trials on one broker)
+    assert our_stalls * len(kafka) <= kafka_stalls * len(ours), (
+        f"kbroker stalled more often than Kafka:\n{report}")
     # every trial that did not stall went through every phase on both brokers
     phases = 3 if scenario.get("churn") else 1
     assert all(len(t["phases"]) == phases for t in ours if not t["stalled"]), report
