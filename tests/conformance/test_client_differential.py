@@ -47,6 +47,9 @@ import pytest
 from tests.clients import settle
 from tests.support import BrokerProcess
 
+# runs alone, after the parallel part (tools/run-tests.sh): settle times compared with Kafka's
+pytestmark = pytest.mark.serial
+
 TRIALS = 3
 EXTRA_TRIALS = 3
 MARGIN_FACTOR = 1.5

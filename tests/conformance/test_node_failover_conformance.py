@@ -23,6 +23,9 @@ from tests.support import RawClient, confluent_read, unique
 
 from .kafka_server import KafkaCluster
 
+# runs alone, after the parallel part (tools/run-tests.sh): failover times compared with Kafka's
+pytestmark = pytest.mark.serial
+
 SETTINGS = {"offsets.topic.replication.factor": "3",
             "transaction.state.log.replication.factor": "3",
             "transaction.state.log.min.isr": "1", "group.initial.rebalance.delay.ms": "0"}

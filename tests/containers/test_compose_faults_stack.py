@@ -14,7 +14,8 @@ import yaml
 from tests.containers.engine import Stack, assert_suite_passed
 from tests.support import ROOT, free_port, unique
 
-pytestmark = pytest.mark.timeout(900)
+# runs alone, after the parallel part (tools/run-tests.sh): compose stacks publish fixed host ports
+pytestmark = [pytest.mark.timeout(900), pytest.mark.serial]
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,9 @@ import pytest
 
 from tests.containers import engine as engines
 
+# runs alone, after the parallel part (tools/run-tests.sh): builds the images the stack tests run
+pytestmark = pytest.mark.serial
+
 
 def test_no_engine_fails_with_what_to_run(monkeypatch):
     monkeypatch.setattr(engines.shutil, "which", lambda name: None)

@@ -14,6 +14,9 @@ import pytest
 from protocol.messages import AlterClientQuotasRequest as A, DescribeClientQuotasRequest as D
 from tests.support import BrokerProcess, RawClient, unique
 
+# runs alone, after the parallel part (tools/run-tests.sh): a measured byte rate held against the quota
+pytestmark = pytest.mark.serial
+
 QUOTA = 100_000  # bytes per second
 RUN_S = 9.0
 #: one period of the quota's windows (3 x 1 s) after the start: the first burst is behind
