@@ -14,6 +14,7 @@ from .fetch_sessions import MIN_FETCH_PARTITION_BYTES, FetchSessionCache
 from .offsets_topic import OFFSETS_TOPIC_CONFIGS, build_coordinator, load_all
 from .producer_ids import ProducerIdManager
 from .security import SASL_PROTOCOLS
+from .security.delegation_tokens import DelegationTokens
 from .security.scram import ScramCredentialStore
 from .http.server import HttpServer
 from .metrics import Metrics
@@ -60,7 +61,10 @@ class Broker:
         added = self.scram_credentials.bootstrap(config["sasl.scram.bootstrap.credentials"])
         if added:
             log.info("SCRAM credentials added from sasl.scram.bootstrap.credentials", count=added)
-        self.sasl = sasl_servers(config, self.scram_credentials, self.clock)
+        #: delegation tokens (KIP-48), on with delegation.token.secret.key
+        self.delegation_tokens = DelegationTokens(config, self.clock)
+        self.sasl = sasl_servers(config, self.scram_credentials, self.clock,
+                                 self.delegation_tokens)
         #: cluster features (UpdateFeatures, ApiVersions)
         self.features = Features(config, config["log.dirs"], self.node_id, apis.HANDLERS)
         #: quotas of users, client ids and IPs (AlterClientQuotas) and their rates
@@ -265,8 +269,8 @@ class NoSaslListeners:
         return None
 
 
-def sasl_servers(config, scram_store, clock):
+def sasl_servers(config, scram_store, clock, tokens):
     if not any(p in SASL_PROTOCOLS for p in config.security_protocols.values()):
         return NoSaslListeners()
     from .security.sasl import SaslServers
-    return SaslServers(config, scram_store, clock)
+    return SaslServers(config, scram_store, clock, tokens)

@@ -174,6 +174,15 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
     Setting("sasl.scram.bootstrap.credentials", _opt_str, None,
             "SCRAM users added at first start, as kafka-storage format --add-scram takes them: "
             "SCRAM-SHA-256=[name=alice,password=alice-secret] SCRAM-SHA-512=[...]."),
+    Setting("delegation.token.secret.key", _opt_str, None,
+            "Secret that signs delegation tokens (KIP-48); unset = token authentication off "
+            "(the token APIs answer DELEGATION_TOKEN_AUTH_DISABLED, as Kafka does)."),
+    Setting("delegation.token.max.lifetime.ms", int, 604800000,
+            "Longest a delegation token lives, renewals included."),
+    Setting("delegation.token.expiry.time.ms", int, 86400000,
+            "A delegation token's lifetime until renewed, and a renewal's default."),
+    Setting("delegation.token.expiry.check.interval.ms", int, 3600000,
+            "How often expired delegation tokens are removed."),
     Setting("log.dirs", _opt_str, None,
             "Data directory; unset = in-memory storage (nothing on disk)."),
     Setting("num.partitions", int, 1, "Partitions of an auto-created topic."),
@@ -375,7 +384,8 @@ def kafka_default(name: str):
     return SETTINGS[name].default
 
 #: settings whose values are secrets: never repeated in an error message or a log line
-SECRET_SETTINGS = {"sasl.jaas.config", "sasl.scram.bootstrap.credentials"}
+SECRET_SETTINGS = {"sasl.jaas.config", "sasl.scram.bootstrap.credentials",
+                   "delegation.token.secret.key"}
 #: settings a listener may override as listener.name.<listener>.<name>; those in
 #: MECHANISM_SETTINGS only per mechanism, as listener.name.<listener>.<mechanism>.<name>
 LISTENER_SETTINGS = {*(name for name in SETTINGS if name.startswith("ssl.")),

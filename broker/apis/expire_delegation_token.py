@@ -1,7 +1,8 @@
-"""ExpireDelegationToken: refused, as by a Kafka broker without delegation.token.secret.key
-(broker/security/delegation_tokens.py)."""
+"""ExpireDelegationToken: a token's owner or renewer ends it now (a negative period) or brings its
+expiry closer (broker/security/delegation_tokens.py)."""
 from __future__ import annotations
 
+from protocol.errors import ErrorCode
 from protocol.messages import ExpireDelegationTokenResponse
 
 from ..security.delegation_tokens import refusal, timestamp
@@ -11,5 +12,9 @@ NAME = "ExpireDelegationToken"
 
 def handle(broker, ctx, request, respond) -> None:
     error = refusal(ctx)
-    respond(ExpireDelegationTokenResponse(error_code=error,
-                                          expiry_timestamp_ms=timestamp(error)))
+    if error != ErrorCode.NONE:
+        expiry = timestamp(error)
+    else:
+        error, expiry = broker.delegation_tokens.expire(ctx.conn.principal, request.hmac,
+                                                        request.expiry_time_period_ms)
+    respond(ExpireDelegationTokenResponse(error_code=error, expiry_timestamp_ms=expiry))

@@ -1,7 +1,8 @@
-"""RenewDelegationToken: refused, as by a Kafka broker without delegation.token.secret.key
+"""RenewDelegationToken: a token's owner or renewer moves its expiry on, up to its max lifetime
 (broker/security/delegation_tokens.py)."""
 from __future__ import annotations
 
+from protocol.errors import ErrorCode
 from protocol.messages import RenewDelegationTokenResponse
 
 from ..security.delegation_tokens import refusal, timestamp
@@ -11,5 +12,9 @@ NAME = "RenewDelegationToken"
 
 def handle(broker, ctx, request, respond) -> None:
     error = refusal(ctx)
-    respond(RenewDelegationTokenResponse(error_code=error,
-                                         expiry_timestamp_ms=timestamp(error)))
+    if error != ErrorCode.NONE:
+        expiry = timestamp(error)
+    else:
+        error, expiry = broker.delegation_tokens.renew(ctx.conn.principal, request.hmac,
+                                                       request.renew_period_ms)
+    respond(RenewDelegationTokenResponse(error_code=error, expiry_timestamp_ms=expiry))

@@ -176,8 +176,9 @@ class SaslListener:
     """What one SASL listener serves: its mechanisms, each with what its server needs, its
     frame bound before authentication and its session lifetime per mechanism."""
 
-    def __init__(self, config, listener: str, scram_store, clock) -> None:
+    def __init__(self, config, listener: str, scram_store, clock, tokens=None) -> None:
         self.listener = listener
+        self.tokens = tokens
         self.clock = clock
         self.mechanisms = java_hash_set_order(
             config.listener_get(listener, "sasl.enabled.mechanisms"))
@@ -202,9 +203,13 @@ class SaslListener:
         if mechanism == "PLAIN":
             return PlainServer(self.plain_users)
         if mechanism in SCRAM_MECHANISMS:
-            store = self.scram_store
+            store, tokens = self.scram_store, self.tokens
+            token_login = None
+            if tokens is not None and tokens.enabled:
+                def token_login(token_id):
+                    return tokens.login(mechanism, token_id)
             return ScramServer(SCRAM_MECHANISMS[mechanism],
-                               lambda user: store.get(mechanism, user))
+                               lambda user: store.get(mechanism, user), token_login=token_login)
         return OAuthBearerServer(UnsecuredValidator(self.oauth_options, self.clock))
 
 
@@ -431,6 +436,7 @@ class SaslAuthenticator:
                   principal=str(principal), mechanism=self.mechanism,
                   listener=self.listener.listener, session_lifetime_ms=lifetime)
         self.conn.principal = principal
+        self.conn.token_authenticated = getattr(self.server, "token_authenticated", False)
         self.conn.max_frame = self.authenticated_max_frame
         self.conn.max_frame_setting = "socket.request.max.bytes"
         self.state = COMPLETE
@@ -457,9 +463,9 @@ class SaslAuthenticator:
 class SaslServers:
     """The broker's SASL listeners; makes each new connection's authenticator."""
 
-    def __init__(self, config, scram_store, clock) -> None:
+    def __init__(self, config, scram_store, clock, tokens=None) -> None:
         self.clock = clock
-        self.listeners = {name: SaslListener(config, name, scram_store, clock)
+        self.listeners = {name: SaslListener(config, name, scram_store, clock, tokens)
                           for name, protocol in config.security_protocols.items()
                           if protocol in SASL_PROTOCOLS}
         if config["sasl.jaas.config"] and self.listeners:

@@ -37,7 +37,7 @@ MECHANISMS = {m.name: m for m in (SCRAM_SHA_256, SCRAM_SHA_512)}
 MECHANISMS_BY_TYPE = {m.type: m for m in (SCRAM_SHA_256, SCRAM_SHA_512)}
 #: Kafka's ScramControlManager.MAX_ITERATIONS for AlterUserScramCredentials
 MAX_ITERATIONS = 16384
-#: the extension by which a client asks for delegation-token authentication (not served here)
+#: the extension by which a client logs in with a delegation token (broker/security/delegation_tokens.py)
 TOKEN_AUTH = "tokenauth"
 CREDENTIALS_FILE = "scram-credentials.json"
 #: kafka-storage format --add-scram's iterations when none are given
@@ -130,9 +130,16 @@ class ScramServer:
     None. Failures raise SaslError (the client gets Kafka's generic message) or
     SaslAuthenticationError (its message goes to the client)."""
 
-    def __init__(self, mech: ScramMechanism, lookup, nonce=secure_random_string) -> None:
+    def __init__(self, mech: ScramMechanism, lookup, nonce=secure_random_string,
+                 token_login=None) -> None:
         self.mechanism = mech
         self.lookup = lookup
+        #: ``token_id -> (credential, owner name, expiry ms) or None`` (DelegationTokens.login)
+        self.token_login = token_login
+        #: logged in with a delegation token: such a connection may not ask for tokens
+        self.token_authenticated = False
+        #: a token login's session ends with the token (Kafka's CREDENTIAL_LIFETIME_MS)
+        self.lifetime_ms: int | None = None
         self.new_nonce = nonce
         self.state = "first"
         self.authorization_id: str | None = None
@@ -168,9 +175,14 @@ class ScramServer:
         except ValueError:
             raise SaslError("Authentication failed: Credentials could not be obtained") from None
         if extensions.get(TOKEN_AUTH, "").lower() == "true":
-            # delegation tokens are not served: no token owner, as Kafka answers an unknown token
-            raise SaslError("Token Authentication failed: Invalid tokenId")
-        credential = self.lookup(username)
+            found = self.token_login(username) if self.token_login is not None else None
+            if found is None:
+                raise SaslError(f"Token Authentication failed: Invalid tokenId : {username}")
+            credential, owner, self.lifetime_ms = found
+            self.token_authenticated = True
+        else:
+            credential = self.lookup(username)
+            owner = username
         if credential is None:
             raise SaslError("Authentication failed: Invalid user credentials")
         authzid = match["authzid"] or ""
@@ -180,7 +192,7 @@ class ScramServer:
         if credential.iterations < self.mechanism.min_iterations:
             raise SaslError(f"Iterations {credential.iterations} is less than the minimum "
                             f"{self.mechanism.min_iterations} for {self.mechanism.name}")
-        self.authorization_id = username
+        self.authorization_id = owner
         self.credential = credential
         self.client_first_bare = match["bare"]
         self.nonce = match["nonce"] + server_nonce

@@ -109,7 +109,7 @@ def _server(mech=SCRAM_SHA_256, iterations=4096):
 
 
 @pytest.mark.parametrize("message,error", [
-    (b"n,,n=alice,r=abc,tokenauth=true", SaslError),  # delegation tokens are not served
+    (b"n,,n=alice,r=abc,tokenauth=true", SaslError),  # no token store: an unknown token
     (b"y,,n=alice,r=abc", SaslError),  # channel binding flag other than "n"
     (b"n,,n=al=ice,r=abc", SaslError),  # bad saslname escape
     (b"n,a=bob,n=alice,r=abc", SaslAuthenticationError),  # authzid other than the user

@@ -195,7 +195,7 @@ def test_kcat_wrong_password(broker, mechanism):
 
 
 def test_java_admin_delegation_tokens_are_disabled(broker, tmp_path):
-    """Without delegation.token.secret.key (which this broker does not serve yet) Kafka answers
+    """Without delegation.token.secret.key Kafka answers
     every token request DELEGATION_TOKEN_AUTH_DISABLED; the Java admin raises
     DelegationTokenDisabledException for it (tests/conformance/test_sasl_conformance.py compares
     the raw answers with Kafka 4.3.1's)."""
