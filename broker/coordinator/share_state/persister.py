@@ -5,6 +5,8 @@ other.
 
 * At each change of a share partition its whole state is stored (one ShareSnapshot: the start
   offset and the in-flight records as state batches; an acquisition is not stored, as on Kafka).
+  As Kafka's leader, it stores the start offset from before the change, with what became of
+  the records the change finished (tests/conformance/test_share_state_conformance.py).
   A new share partition is initialized first (state epoch 0), as Kafka's group coordinator
   initializes one before its leader reads it.
 * A share partition the leader does not hold yet starts from the stored state, if any
@@ -46,6 +48,19 @@ def state_batches(sp) -> list:
     return [tuple(b) for b in batches]
 
 
+def stored_view(sp) -> tuple[int, list, int]:
+    """(start offset, state batches, delivery-complete count) as Kafka's leader writes them:
+    the start offset from before the change that moved it, with the records finished since
+    (accepted, rejected) as batches; the current start offset when those are not known."""
+    start, delivered = sp.stored_offsets()
+    finished = sp.finished
+    if start < sp.start_offset and finished and finished[0][0] == start and \
+            finished[-1][1] == sp.start_offset - 1 and all(
+                a[1] + 1 == b[0] for a, b in zip(finished, finished[1:])):
+        return start, [tuple(b) for b in finished] + state_batches(sp), delivered
+    return sp.start_offset, state_batches(sp), delivered - (sp.start_offset - start)
+
+
 class SharePersister:
     def __init__(self, service, leader) -> None:
         self.service = service
@@ -61,10 +76,10 @@ class SharePersister:
         if sp is None:
             records = self.store.forget(group_id, topic_id, index)
         else:
-            start, delivered = sp.stored_offsets()
-            records = self.store.replace(
-                group_id, topic_id, index, self.leader_epoch(topic_id, index),
-                sp.start_offset, state_batches(sp), delivered - (sp.start_offset - start))
+            start, batches, complete = stored_view(sp)
+            records = self.store.replace(group_id, topic_id, index,
+                                         self.leader_epoch(topic_id, index), start, batches,
+                                         complete)
         self.service.store_records(group_id, topic_id, index, records, self._stored)
 
     @staticmethod
