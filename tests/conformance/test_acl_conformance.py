@@ -1114,6 +1114,8 @@ def test_share_group_state_apis_need_cluster_action(acl_target, clients, denied)
     assert initialize(refused, group, tid, (0, 0, 0), (1, 0, 0)) == [
         (0, E.CLUSTER_AUTHORIZATION_FAILED, failed), (1, E.CLUSTER_AUTHORIZATION_FAILED, failed)]
     assert write(refused, group, tid, 0, 0, 0, 0) == (E.CLUSTER_AUTHORIZATION_FAILED, failed)
+    # refused before the request is looked at: an empty group id too
+    assert write(refused, "", tid, 0, 0, 0, 0) == (E.CLUSTER_AUTHORIZATION_FAILED, failed)
     assert read(refused, group, tid, 0) == (E.CLUSTER_AUTHORIZATION_FAILED, failed, 0, 0, [])
     assert summary(refused, group, tid, 0) == \
         (E.CLUSTER_AUTHORIZATION_FAILED, failed, 0, 0, 0, -1)

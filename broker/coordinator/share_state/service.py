@@ -131,14 +131,14 @@ class ShareCoordinatorService:
         -> (records, outcome) from the store; ``answer([(topic id, [(data, outcome)])])``
         once every change is stored. ``what`` names the operation in NOT_COORDINATOR's
         message ("write share group state")."""
-        if not group_id or not items or (
-                check_partitions and any(not parts for _, parts in items)):
-            answer([])
-            return
-        if denied(self.broker, ctx):
+        if denied(self.broker, ctx):   # before anything else, in the request's order
             failed = Outcome(E.CLUSTER_AUTHORIZATION_FAILED,
                              MESSAGES[E.CLUSTER_AUTHORIZATION_FAILED])
             answer([(tid, [(p, failed) for p in parts]) for tid, parts in items])
+            return
+        if not group_id or not items or (
+                check_partitions and any(not parts for _, parts in items)):
+            answer([])
             return
         conn = getattr(ctx, "conn", None)
         results: dict = {}          # topic id -> {partition: (data, outcome)}
