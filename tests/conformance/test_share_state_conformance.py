@@ -1,8 +1,9 @@
 """Differential conformance of the share coordinator's own APIs (KIP-932):
 InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState, DeleteShareGroupState and
 ReadShareGroupStateSummary, and FindCoordinator's SHARE key type, with raw requests against a
-real Apache Kafka 4.3.1 and against kbroker (the ``target`` fixture). Every answer asserted here is Kafka's, observed on the
-real broker. Authorization (CLUSTER_ACTION) is in test_acl_conformance.py.
+real Apache Kafka 4.3.1 and against kbroker (the ``target`` fixture). Every answer asserted here
+is Kafka's, observed on the real broker. Authorization (CLUSTER_ACTION) is in
+test_acl_conformance.py.
 
 Each scenario uses its own group id, so the share coordinator has no state for it until the
 scenario writes some.
