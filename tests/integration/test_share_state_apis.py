@@ -91,3 +91,25 @@ def test_what_the_leader_stored_is_read_after_kill_9(durable):
     assert acquired(again.fetch(max_wait_ms=100)) == []
     again.client.close()
     admin.close()
+
+
+def test_describe_offsets_reads_the_share_coordinator(durable):
+    """DescribeShareGroupOffsets answers from the stored state, as Kafka's group coordinator
+    reads the share coordinator's summary: what a state API wrote shows at once."""
+    from tests.conformance.test_share_group_conformance import describe_offsets, offsets_of
+    admin = RawClient(durable.port)
+    name, tid = new_topic(admin)
+    group = unique("ss-api-g")
+    coordinator_ready(admin, coordinator_key(group, tid, 0))
+    produce(admin, name, 10)
+    assert initialize(admin, group, tid, (0, 0, 4)) == [(0, E.NONE, None)]
+    assert write(admin, group, tid, 0, 0, -1, -1, [(4, 5, ACKED, 1)], 2) == (E.NONE, None)
+    # not a share group (yet): nothing to describe
+    assert offsets_of(describe_offsets(admin, group, name))[(name, 0)] == (-1, -1, 0)
+    member = consumer_of(durable.port, group, (name, tid))   # joined, never fetched
+    assert offsets_of(describe_offsets(admin, group, name))[(name, 0)] == (4, 4, 0)
+    # v0 stores no delivery-complete count: the lag is not known
+    assert write(admin, group, tid, 0, 0, -1, -1, [], version=0) == (E.NONE, None)
+    assert offsets_of(describe_offsets(admin, group, name))[(name, 0)] == (4, -1, 0)
+    member.client.close()
+    admin.close()
