@@ -192,3 +192,22 @@ def test_the_leaders_state_is_stored_and_read_back(store):
     assert again.fetch_offset() == 2
     assert [(o, s, c) for o, s, c, _m, _d in again.in_flight()] == [
         (2, AVAILABLE, 1), (3, ARCHIVED, 1)]
+
+
+def test_the_leader_stores_the_start_offset_from_before_each_change():
+    """As Kafka's leader (observed in tests/conformance/test_share_state_conformance.py): the
+    state of an acknowledgement is stored with the start offset from before it moved, and the
+    records it finished; an acquisition is not stored."""
+    from broker.coordinator.share_state.persister import stored_view
+    sp = SharePartition()
+    sp.initialize(0)
+    sp.acquire("m", [LogBatch(0, 9)], now=0, max_records=10)
+    sp.acknowledge("m", [(0, 2, [1]), (3, 4, [2]), (5, 5, [3])], now=0)
+    assert stored_view(sp) == (0, [(0, 2, ACKED, 1), (3, 4, AVAILABLE, 1),
+                                   (5, 5, ARCHIVED, 1)], 4)
+    sp.acknowledge("m", [(6, 7, [1])], now=0)
+    assert stored_view(sp) == (3, [(3, 4, AVAILABLE, 1), (5, 5, ARCHIVED, 1),
+                                   (6, 7, ACKED, 1)], 3)
+    # records gone from the log (retention): what they were is not known, the start is now
+    sp.move_start_to(5)
+    assert stored_view(sp) == (5, [(5, 5, ARCHIVED, 1), (6, 7, ACKED, 1)], 3)
