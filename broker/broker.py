@@ -89,6 +89,8 @@ class Broker:
         self.shares.on_available = self._share_records_available
         self.shares.group_config = self.group_configs.get
         self.coordinator.set_share_listener(self.shares, self.group_configs.get)
+        #: the share coordinator: share-partition state in __share_group_state
+        self.share_coordinator = share_state_topic.build(self)
         self.transactions = build_transaction_coordinator(self)
         #: the HTTP port: /metrics, /health, /ready, the console, /faults and /nodes
         self.http = HttpServer(self)
@@ -126,7 +128,6 @@ class Broker:
                                        self.config["transaction.state.log.min.isr"], replicas))}),
                                internal=True, replication_factor=replicas)
         share_state_topic.load(self)   # __share_group_state: created at its first write
-        self.shares.persist = share_state_topic.state_writer(self)
         self.producer_ids.at_least(self._max_producer_id() + 1)
         # every coordinator shard answers COORDINATOR_LOAD_IN_PROGRESS from the first request on,
         # until its partition is replayed
@@ -231,6 +232,7 @@ class Broker:
         self.topics.delete(name)
         if topic is not None:   # share groups' state of it goes too, as Kafka deletes it
             self.shares.drop_topic_everywhere(topic.topic_id)
+            self.share_coordinator.topic_deleted(topic.topic_id)
         log.info("topic deleted", topic=name)
 
     def _max_producer_id(self) -> int:

@@ -1,7 +1,8 @@
 """The share partitions' storage: ``__share_group_state`` (compacted), created at its first
-write as Kafka creates it when a share group first needs it, written by
-broker/coordinator/share/leader.py at each change of a share partition and read back at start,
-before the listeners accept (share/state.py holds the record formats)."""
+write (or a FindCoordinator for a SHARE key) as Kafka creates it when a share group first needs
+it. The share coordinator (broker/coordinator/share_state/) writes it: for the share-group
+state APIs, and for broker/coordinator/share/leader.py at each change of a share partition. It
+is read back at start, before the listeners accept."""
 from __future__ import annotations
 
 import structlog
@@ -9,6 +10,9 @@ import structlog
 from . import coordinator_log
 from .coordinator.runtime import EndMarker
 from .coordinator.share import state
+from .coordinator.share_state.persister import SharePersister
+from .coordinator.share_state.service import ShareCoordinatorService
+from .coordinator.share_state.store import ShareStateStore
 
 log = structlog.get_logger("broker.share")
 
@@ -33,52 +37,45 @@ def create(broker):
     return topic
 
 
-def state_writer(broker):
-    """``persist(group_id, key, share partition or None)`` for ShareLeader."""
-    write = coordinator_log.partition_writer(broker, TOPIC)
-
-    def stored(exc) -> None:
-        if exc is not None:
-            log.error("share-partition state not stored", error=str(exc))
-
-    def persist(group_id: str, key: tuple, sp) -> None:
-        topic_id, index = key
-        partitions = create(broker).partitions
-        target = state.state_partition(group_id, topic_id, index, len(partitions))
-        leader_epoch = -1
+def build(broker):
+    """The share coordinator (broker/coordinator/share_state/): its store, the service the
+    share-group state APIs use, and the persister through which ShareLeader stores and reads
+    its share partitions. -> the service (``broker.share_coordinator``)."""
+    def partition_count(topic_id):
         name = broker.topics.name_of(topic_id)
         topic = broker.topics.get(name) if name is not None else None
-        if topic is not None and 0 <= index < len(topic.partitions):
-            leader_epoch = topic.partitions[index].leader_epoch
-        value = None if sp is None else state.snapshot_value(sp, leader_epoch, broker.clock())
-        write(target, [(state.snapshot_key(group_id, topic_id, index), value)], stored)
+        return None if topic is None else len(topic.partitions)
 
-    return persist
+    def leader_epoch(topic_id, index: int) -> int:
+        name = broker.topics.name_of(topic_id)
+        partition = broker.topics.partition(name, index) if name is not None else None
+        return -1 if partition is None else partition.leader_epoch
+
+    service = ShareCoordinatorService(broker, ShareStateStore(broker.clock, partition_count))
+    persister = SharePersister(service, broker.shares)
+    persister.leader_epoch = leader_epoch
+    service.on_changed = persister.changed
+    service.persister = persister
+    return service
 
 
 def load(broker) -> int:
-    """Restore every stored share partition; -> how many."""
-    restored = 0
+    """Replay the stored share-partition state into the share coordinator, then every stored
+    share partition into the leader; from then on the leader stores through the coordinator.
+    -> how many share partitions were restored."""
+    service = broker.share_coordinator
     topic = broker.topics.get(TOPIC)
     for partition in topic.partitions if topic is not None else ():
         for entry in coordinator_log.read_entries(partition.log):
             if isinstance(entry, EndMarker):
                 continue
             try:
-                decoded = state.decode(entry[0], entry[1])
+                service.store.replay(entry[0], entry[1])
             except ValueError as exc:
                 log.warning("skipped an unreadable share state record", error=str(exc))
-                continue
-            if decoded is None:
-                continue
-            group_id, topic_id, index, value = decoded
-            if value is None:
-                broker.shares.forget(group_id, (topic_id, index))
-                continue
-            broker.shares.restore(group_id, (topic_id, index), value.start_offset, [
-                (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                for b in value.state_batches])
-            restored += 1
+    restored = service.persister.restore_all()
+    broker.shares.persist = service.persister.persist
+    broker.shares.load_state = service.persister.stored
     if restored:
         log.info("share-partition state loaded", share_partitions=restored)
     return restored

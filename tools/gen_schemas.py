@@ -50,6 +50,9 @@ APIS = {
     "RemoveRaftVoter": None, "ShareGroupHeartbeat": None, "ShareGroupDescribe": None,
     "ShareFetch": None, "ShareAcknowledge": None, "DescribeShareGroupOffsets": None,
     "AlterShareGroupOffsets": None, "DeleteShareGroupOffsets": None,
+    "InitializeShareGroupState": None, "ReadShareGroupState": None,
+    "WriteShareGroupState": None, "DeleteShareGroupState": None,
+    "ReadShareGroupStateSummary": None,
 }
 CLIENT_DATA = ["RequestHeader", "ResponseHeader", "ConsumerProtocolSubscription",
                "ConsumerProtocolAssignment", "EndTxnMarker"]

@@ -17,7 +17,7 @@ from ..topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from .error_placement import answer_error, names_of, shape_of
 
 #: FindCoordinator's key types
-GROUP, TRANSACTION = 0, 1
+GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 #: the APIs the group coordinator answers, by the key that routes them
 GROUP_APIS = frozenset((
@@ -32,6 +32,10 @@ TRANSACTION_APIS = frozenset((
 
 def coordinator_node(broker, key: str, key_type: int) -> int:
     """The node leading the internal partition of ``key``, -1 while it has no leader."""
+    if key_type == SHARE:   # group:topic id:partition, already validated
+        from ..coordinator.share_state.store import parse_coordinator_key
+        node = broker.share_coordinator.coordinator_of(*parse_coordinator_key(key))
+        return -1 if node is None else node
     if key_type == TRANSACTION:
         topic, coordinator = TRANSACTION_STATE_TOPIC, broker.transactions
     else:

@@ -1,7 +1,7 @@
 """DescribeShareGroupOffsets: each share partition's start offset and (v1) lag, Kafka's
 ``end offset - start offset - records already delivered past it``, as Kafka's share coordinator
-stored them (the start offset from before the last acknowledgement moved it,
-SharePartition.stored_offsets). A partition the group never
+stored them (broker/coordinator/share_state/: the start offset from before the last
+acknowledgement moved it, and the delivery-complete count). A partition the group never
 read has start offset -1; a topic that does not exist is answered by name with a zero topic id.
 Without topics, every share partition of the group (none for an unknown group)."""
 from __future__ import annotations
@@ -20,16 +20,22 @@ R = m.DescribeShareGroupOffsetsResponse
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _partition(broker, group_id: str, topic_id, index: int, partitions):
-    sp = broker.shares.get(group_id, (topic_id, index))
-    if sp is None or not sp.initialized or not 0 <= index < len(partitions):
+def _partition(broker, group_id: str, topic_id, index: int, partitions, share: bool = True):
+    # as Kafka's group coordinator: from the share coordinator's summary of the share partition
+    # (of a share group only)
+    stored = broker.share_coordinator.store.states.get((group_id, topic_id, index)) \
+        if share else None
+    if stored is None or stored.start_offset < 0 or not 0 <= index < len(partitions):
         return R.DescribeShareGroupOffsetsResponsePartition(
             partition_index=index, start_offset=-1, leader_epoch=-1, lag=-1, error_code=0)
-    partition = partitions[index]
-    start, delivered = sp.stored_offsets()
-    lag = partition.log.high_watermark - start - delivered
+    start, delivered = stored.start_offset, stored.delivery_complete_count
+    if delivered < 0:   # not known (written by WriteShareGroupState v0): Kafka's lag is -1
+        return R.DescribeShareGroupOffsetsResponsePartition(
+            partition_index=index, start_offset=start, leader_epoch=stored.leader_epoch,
+            lag=-1, error_code=0)
+    lag = partitions[index].log.high_watermark - start - delivered
     return R.DescribeShareGroupOffsetsResponsePartition(
-        partition_index=index, start_offset=start, leader_epoch=partition.leader_epoch,
+        partition_index=index, start_offset=start, leader_epoch=stored.leader_epoch,
         lag=max(0, lag), error_code=0)
 
 
@@ -49,8 +55,9 @@ def _group(broker, ctx, g):
             group_id=group_id, topics=[], error_code=E.COORDINATOR_LOAD_IN_PROGRESS)
     topics = broker.topics
     wanted = []
+    group = shard.groups.get(group_id)
+    share = getattr(group, "group_type", None) == "share"
     if g.topics is None:
-        group = shard.groups.get(group_id)
         if group is not None and getattr(group, "group_type", None) != "share":
             return R.DescribeShareGroupOffsetsResponseGroup(
                 group_id=group_id, topics=[], error_code=E.GROUP_ID_NOT_FOUND,
@@ -76,7 +83,7 @@ def _group(broker, ctx, g):
             continue
         out.append(R.DescribeShareGroupOffsetsResponseTopic(
             topic_name=name, topic_id=topic.topic_id, partitions=[
-                _partition(broker, group_id, topic.topic_id, i, topic.partitions)
+                _partition(broker, group_id, topic.topic_id, i, topic.partitions, share)
                 for i in indexes]))
     return R.DescribeShareGroupOffsetsResponseGroup(group_id=group_id, topics=out, error_code=0)
 

@@ -11,7 +11,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import FindCoordinatorResponse
 
 from ..security.authorizer import AclOperation, ResourceType
-from .coordinator_routing import GROUP, TRANSACTION, coordinator_node
+from .coordinator_routing import GROUP, SHARE, TRANSACTION, coordinator_node
 
 NAME = "FindCoordinator"
 
@@ -36,6 +36,8 @@ def _answer(broker, ctx, key: str, key_type: int) -> tuple[int, str | None]:
             return denied, _DENIED_MESSAGES[denied] if ctx.api_version < 4 else ""
     if key_type == TRANSACTION:
         return ErrorCode.NONE, None
+    if key_type == SHARE and ctx.api_version >= 6:
+        return _share_key(broker, ctx, key)
     if key_type != GROUP:
         return ErrorCode.INVALID_REQUEST, (
             "This most likely occurs because of a request being malformed by the client library "
@@ -43,6 +45,24 @@ def _answer(broker, ctx, key: str, key_type: int) -> tuple[int, str | None]:
             "details.")
     if not key:
         return ErrorCode.INVALID_REQUEST, "group id must not be empty"
+    return ErrorCode.NONE, None
+
+
+def _share_key(broker, ctx, key: str) -> tuple[int, str | None]:
+    """A share coordinator key (``group:topic id:partition``, v6+): CLUSTER_ACTION, then
+    Kafka's SharePartitionKey.validate; the state topic is created if it is not there yet,
+    and meanwhile the coordinator is not available, as on Kafka."""
+    from ..coordinator.share_state.service import denied
+    from ..coordinator.share_state.store import parse_coordinator_key
+    if denied(broker, ctx):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+    try:
+        parse_coordinator_key(key)
+    except ValueError:
+        return ErrorCode.INVALID_REQUEST, ""
+    if broker.share_coordinator.state_topic() is None:
+        broker.share_coordinator.state_topic(create=True)
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, ""
     return ErrorCode.NONE, None
 
 

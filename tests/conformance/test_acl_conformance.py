@@ -1089,3 +1089,40 @@ def test_quota_feature_and_quorum_apis_need_the_cluster(acl_target, clients, den
         "add voter": (E.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
         "remove voter": (E.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
     }
+
+
+def test_share_group_state_apis_need_cluster_action(acl_target, clients, denied):
+    """The share coordinator's APIs and FindCoordinator for a SHARE key need CLUSTER_ACTION on
+    the cluster: every partition (every key) refused, with Kafka's message."""
+    from broker.coordinator.share_state.store import coordinator_key
+
+    from .test_share_state_conformance import (
+        coordinator_ready,
+        delete,
+        find_share_coordinator,
+        initialize,
+        read,
+        summary,
+        write,
+    )
+    client, refused = clients
+    tid = client.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
+        name=denied["ok_topic"])], allow_auto_topic_creation=False), 12).topics[0].topic_id
+    group = unique("acl-share-state")
+    coordinator_ready(client, coordinator_key(group, tid, 0))
+    failed = "Cluster authorization failed."
+    assert initialize(refused, group, tid, (0, 0, 0), (1, 0, 0)) == [
+        (0, E.CLUSTER_AUTHORIZATION_FAILED, failed), (1, E.CLUSTER_AUTHORIZATION_FAILED, failed)]
+    assert write(refused, group, tid, 0, 0, 0, 0) == (E.CLUSTER_AUTHORIZATION_FAILED, failed)
+    # refused before the request is looked at: an empty group id too
+    assert write(refused, "", tid, 0, 0, 0, 0) == (E.CLUSTER_AUTHORIZATION_FAILED, failed)
+    assert read(refused, group, tid, 0) == (E.CLUSTER_AUTHORIZATION_FAILED, failed, 0, 0, [])
+    assert summary(refused, group, tid, 0) == \
+        (E.CLUSTER_AUTHORIZATION_FAILED, failed, 0, 0, 0, -1)
+    assert delete(refused, group, tid, 0) == [(0, E.CLUSTER_AUTHORIZATION_FAILED, failed)]
+    assert [(c.error_code, c.error_message, c.node_id) for c in find_share_coordinator(
+        refused, coordinator_key(group, tid, 0), "bad")] == \
+        [(E.CLUSTER_AUTHORIZATION_FAILED, failed, -1)] * 2
+    # the allowed client is served
+    assert initialize(client, group, tid, (0, 0, 3)) == [(0, E.NONE, None)]
+    assert summary(client, group, tid, 0) == (E.NONE, None, 0, 0, 3, 0)

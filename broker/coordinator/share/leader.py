@@ -54,6 +54,9 @@ class ShareLeader(ShareGroupListener):
         #: ``persist(group_id, key, share partition or None)``: store the share partition's
         #: state (None: it is gone), as Kafka's share coordinator does; None: in memory only
         self.persist: Callable | None = None
+        #: ``load_state(group_id, key) -> (start offset, batches) | None``: the stored state of
+        #: a share partition not held yet (broker/coordinator/share_state/persister.py)
+        self.load_state: Callable | None = None
 
     # ------------------------------------------------------------------ settings
     def setting(self, group_id: str, name: str):
@@ -84,6 +87,12 @@ class ShareLeader(ShareGroupListener):
         ``offset_for_timestamp(ts) -> (offset, ts) | None``); its limits follow the group's
         configs as they are now."""
         sp = self.groups.get(group_id, {}).get(key)
+        stored = None
+        if sp is None and self.load_state is not None:
+            stored = self.load_state(group_id, key)
+        if stored is not None:
+            sp = self.groups.setdefault(group_id, {})[key] = SharePartition()
+            sp.restore(*stored)
         if sp is None:
             sp = SharePartition()
             reset = str(self.setting(group_id, "share.auto.offset.reset")).lower()
@@ -115,6 +124,12 @@ class ShareLeader(ShareGroupListener):
         partitions.pop(key, None)
         if not partitions:
             self.groups.pop(group_id, None)
+
+    def reload(self, group_id: str, key: tuple) -> None:
+        """Its stored state changed under it: the share partition is read again at its next
+        fetch (what it had acquired is delivered again)."""
+        self.timer.cancel(("locks", group_id, key))
+        self.forget(group_id, key)
 
     def _store(self, group_id: str, key: tuple) -> None:
         if self.persist is not None:

@@ -82,6 +82,8 @@ class AcknowledgeError(Exception):
 
 #: archived records remembered per share partition for the console (why a record stopped)
 ARCHIVED_KEPT = 100
+#: batches of finished records remembered until the share partition's state is stored
+FINISHED_KEPT = 1000
 
 
 class SharePartition:
@@ -98,6 +100,10 @@ class SharePartition:
         #: of an acknowledgement (or release) before it moves the start offset, so what
         #: DescribeShareGroupOffsets reports is the start offset from before the last change
         self.stored_start_offset = -1
+        #: what became of the records from stored_start_offset to the start offset, as state
+        #: batches [first, last, state, delivery count] (the share coordinator stores them,
+        #: as Kafka's leader does); None once not known (bounded: FINISHED_KEPT batches)
+        self.finished: list | None = []
         #: (offset, delivery count, "rejected" or "delivery limit") of the last archived
         #: records, kept after the start offset moves past them (bounded, not stored)
         self.archived: deque = deque(maxlen=ARCHIVED_KEPT)
@@ -110,6 +116,7 @@ class SharePartition:
     def initialize(self, offset: int) -> None:
         """The start offset, from share.auto.offset.reset (or stored state)."""
         self.start_offset = self.next_offset = self.stored_start_offset = offset
+        self.finished = []
         self.records.clear()
         self._available = 0
 
@@ -152,12 +159,27 @@ class SharePartition:
         """The log no longer holds what is below ``offset`` (retention, DeleteRecords)."""
         if offset <= self.start_offset:
             return
+        self.finished = None
         for o in range(self.start_offset, min(offset, self.next_offset)):
             record = self.records.pop(o, None)
             if record is not None and record.state is AVAILABLE:
                 self._available -= 1
         self.start_offset = offset
         self.next_offset = max(self.next_offset, offset)
+
+    def _finish_at(self, offset: int, record) -> None:
+        finished = self.finished
+        if finished is None:
+            return
+        if record is None or len(finished) >= FINISHED_KEPT:
+            self.finished = None
+            return
+        last = finished[-1] if finished else None
+        state, count = int(record.state), record.delivery_count
+        if last is not None and last[1] == offset - 1 and last[2] == state and last[3] == count:
+            last[1] = offset
+        else:
+            finished.append([offset, offset, state, count])
 
     def _advance_start(self) -> None:
         records = self.records
@@ -167,6 +189,7 @@ class SharePartition:
             if record is not None and record.state not in (ACKNOWLEDGED, ARCHIVED):
                 break
             records.pop(start, None)
+            self._finish_at(start, record)
             start += 1
         self.start_offset = start
 
@@ -258,6 +281,7 @@ class SharePartition:
                 changes.append((offset, record,
                                 types[0] if len(types) == 1 else types[offset - first]))
         self.stored_start_offset = self.start_offset
+        self.finished = []
         for offset, record, ack in changes:
             if ack == AcknowledgeType.RENEW:
                 record.deadline = now + self.lock_duration_ms
@@ -289,6 +313,7 @@ class SharePartition:
         """A member left or closed its share session: its acquired records are released."""
         released = 0
         self.stored_start_offset = self.start_offset
+        self.finished = []
         for offset, record in self.records.items():
             if record.state is ACQUIRED and record.member_id == member_id:
                 self._release(offset, record)
@@ -309,6 +334,7 @@ class SharePartition:
         released = 0
         if any(r.state is ACQUIRED and r.deadline <= now for r in self.records.values()):
             self.stored_start_offset = self.start_offset
+            self.finished = []
         for offset, record in self.records.items():
             if record.state is ACQUIRED and record.deadline <= now:
                 self._release(offset, record)
