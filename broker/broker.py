@@ -18,7 +18,7 @@ from .security.scram import ScramCredentialStore
 from .http.server import HttpServer
 from .metrics import Metrics
 from .security.authorization import Authorization
-from .server import Server
+from .network.socket_server import Server
 from .faults import Faults
 from .coordinator.group_configs import GroupConfigs
 from .coordinator.share.leader import ShareLeader

@@ -1,4 +1,4 @@
-"""Connection limits of broker/server.py on fake transports, a fake clock and the sans-I/O timer:
+"""Connection limits of broker/network/ on fake transports, a fake clock and the sans-I/O timer:
 what a connection handles before its answers are taken, requests in flight,
 queued.max.request.bytes, connections.max.idle.ms, the per-address quotas and the log lines of
 limits. No sockets, no sleeping."""
@@ -19,8 +19,9 @@ from broker.cluster import Cluster
 from broker.config import BrokerConfig, ConfigError
 from broker.metrics import Metrics
 from broker.purgatory import Timer
-from broker.server import (BIG_FRAME_FIRST_READ, QUEUED_ANSWER_BYTES, ConnectionQuotas, KafkaConnection, LimitLog,
-                           Server, resolve_ip_overrides)
+from broker.network.connection import BIG_FRAME_FIRST_READ, QUEUED_ANSWER_BYTES, KafkaConnection
+from broker.network.connection_quotas import ConnectionQuotas, LimitLog, resolve_ip_overrides
+from broker.network.socket_server import Server
 from broker.faults import Faults
 
 
@@ -421,7 +422,7 @@ def test_a_flood_of_refusals_is_one_line_per_interval_with_the_count():
 def test_close_reasons_become_few_metric_labels():
     """What a client chose (a declared frame size, an api key, a version) does not reach the
     kafka_connections_rejected_total labels: a client must not grow the metric without bound."""
-    from broker.server import reason_label
+    from broker.network.connection import reason_label
     labels = {reason_label(f"frame size {n} outside 0..socket.request.max.bytes (104857600)")
               for n in (104857601, 2_000_000_000)}
     labels |= {reason_label(f"unknown api key {k}") for k in (999, 31000)}

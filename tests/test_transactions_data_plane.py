@@ -61,10 +61,10 @@ class Ctx:
     def __init__(self, version: int = 12, conn=None) -> None:
         self.api_version = version
         self.conn = conn if conn is not None else object()
-        self.listener = None  # broker/server.py Request.listener
+        self.listener = None  # broker/network/request_channel.py Request.listener
 
     def park(self) -> None:
-        """A long-poll Fetch parks its request (broker/server.py Request.park)."""
+        """A long-poll Fetch parks its request (broker/network/request_channel.py Request.park)."""
         self.parked = True
 
 

@@ -16,7 +16,7 @@ topic since deleted, even if re-created under the same name with a new id) is UN
 for each of its partitions, decided before authorization as Kafka does. v0-2 are advertised, as
 Kafka 4 advertises them (KAFKA-18659: older librdkafka refuses to compress otherwise), but not
 served: Kafka 4 closes the connection on such a request, whatever it holds, and so does this
-broker (broker/server.py closes on any version outside those served: SERVED in
+broker (broker/network/connection.py closes on any version outside those served: SERVED in
 broker/apis/__init__.py).
 """
 from __future__ import annotations
