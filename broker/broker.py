@@ -85,6 +85,7 @@ class Broker:
         self.shares.on_available = self._share_records_available
         self.shares.group_config = self.group_configs.get
         self.coordinator.set_share_listener(self.shares, self.group_configs.get)
+        self.server.add_disconnect_listener(self.shares.connection_closed)
         self.transactions = build_transaction_coordinator(self)
         #: the HTTP port: /metrics, /health, /ready, the console, /faults and /nodes
         self.http = HttpServer(self)

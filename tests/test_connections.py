@@ -331,6 +331,34 @@ async def test_a_closed_connection_gives_its_request_bytes_back(held_answers):
     assert broker.server.request_bytes == 0
 
 
+# ------------------------------------------------------------------ disconnect listeners
+
+async def test_disconnect_listeners_are_told_once_of_each_closed_connection(held_answers):
+    """Kafka's ConnectionDisconnectListener: every listener hears of each connection that
+    closed, whoever closed it, exactly once and only then; one that fails does not keep the
+    others from hearing."""
+    broker = make_broker()
+    told, also = [], []
+
+    def failing(conn):
+        raise RuntimeError("a listener's bug")
+    broker.server.add_disconnect_listener(told.append)
+    broker.server.add_disconnect_listener(failing)
+    broker.server.add_disconnect_listener(also.append)
+    a, ta = connect(broker)
+    b, tb = connect(broker, host="10.0.0.2")
+    feed(a, ta, api_versions(1))
+    assert told == [] and also == []                    # open, a request in flight: nothing
+    a.connection_lost(None)                              # the client went away
+    assert told == [a] and also == [a]
+    feed(b, tb, struct.pack(">i", -1))                   # a bad frame: the broker closes it
+    assert tb.closed and told == [a]                     # closing is not closed yet
+    b.connection_lost(None)                              # the transport says it is gone
+    assert told == [a, b] and also == [a, b]
+    answer(held_answers)                                 # a's answer after its close
+    assert told == [a, b]
+
+
 # ------------------------------------------------------------------ connections.max.idle.ms
 
 async def test_idle_connections_are_closed_on_the_injected_clock():

@@ -286,11 +286,10 @@ def handle(broker, ctx, request, respond) -> None:
                 respond(_error(E.INVALID_REQUEST))
                 return
             session = sessions.open(group_id, member_id, keys, ctx.conn)
-            broker.shares.session_opened()
         elif epoch == FINAL_EPOCH:
             session = sessions.final(group_id, member_id)
         else:
-            session = sessions.advance(group_id, member_id, epoch, keys, forgotten, ctx.conn)
+            session = sessions.advance(group_id, member_id, epoch, keys, forgotten)
     except ShareSessionError as exc:
         if exc.code == E.SHARE_SESSION_LIMIT_REACHED and request.max_wait_ms > 0:
             # as Kafka: the refusal waits MaxWaitMs, so a consumer retrying it does not spin

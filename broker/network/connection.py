@@ -192,7 +192,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.broker.metrics.connection_rejected("TLS error")
         self.closed = True
         server = self.server
-        if self in server.connections:
+        made = self in server.connections
+        if made:
             server.connections.discard(self)
             self.broker.metrics.connection_closed()
         server.uncount(self)
@@ -214,6 +215,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.answers_held = self.answers_waiting = 0
         if self.held_much:
             server.schedule_trim()
+        if made and server.disconnect_listeners:
+            server.disconnected(self)
 
     def pause_writing(self) -> None:
         self.writing_paused = True

@@ -9,6 +9,7 @@ import collections
 import errno
 import socket
 import time
+from typing import Callable
 
 import structlog
 
@@ -106,6 +107,21 @@ class Server:
         self.tls_read_buffer: memoryview | None = None
         self.handshake_timeout_s = tls.handshake_timeout_s(config)
         self.loop = None
+        #: told of each client connection that closed, with its KafkaConnection, however it
+        #: closed (Kafka's ConnectionDisconnectListener: share sessions end with theirs)
+        self.disconnect_listeners: list[Callable[[KafkaConnection], None]] = []
+
+    def add_disconnect_listener(self, listener: Callable[[KafkaConnection], None]) -> None:
+        self.disconnect_listeners.append(listener)
+
+    def disconnected(self, conn: KafkaConnection) -> None:
+        """``conn`` closed: every listener is told; one that fails is logged and the others
+        are still told, as Kafka swallows a listener's exception."""
+        for listener in self.disconnect_listeners:
+            try:
+                listener(conn)
+            except Exception:  # noqa: BLE001 - one listener must not stop the others
+                log.exception("disconnect listener failed", peer=conn.peer)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
