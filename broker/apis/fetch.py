@@ -24,7 +24,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import FetchResponse
 
 from ..log import OffsetOutOfRange
-from .replicas import leader_error
+from ..partitions.replicas import leader_error
 from ..security.authorizer import AclOperation, ResourceType
 
 NAME = "Fetch"

@@ -30,7 +30,7 @@ from protocol.records import TRANSACTIONAL_FLAG, CorruptRecordError
 from ..security.authorizer import AclOperation, ResourceType
 
 from ..log import InvalidRecordError, validate_batches
-from .replicas import led_elsewhere
+from ..partitions.replicas import led_elsewhere
 
 NAME = "Produce"
 #: from this version topics go by id

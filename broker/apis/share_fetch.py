@@ -26,7 +26,7 @@ from ..log import OffsetOutOfRange
 from ..purgatory import DelayedOperation
 from ..security.authorization import group_denied
 from ..security.authorizer import AclOperation, ResourceType
-from .replicas import leader_error
+from ..partitions.replicas import leader_error
 from .share_acknowledge import RENEW_VERSION, acknowledge
 from .share_group_heartbeat import valid_member_id
 

@@ -81,8 +81,8 @@ def reason_label(reason: str) -> str:
 
 def _misrouted(broker, conn, req, request) -> bool:
     """Several nodes serve: NOT_COORDINATOR for keys coordinated elsewhere
-    (broker/apis/coordinator_routing.py, loaded only then)."""
-    from ..apis.coordinator_routing import misrouted
+    (broker/network/coordinator_routing.py, loaded only then)."""
+    from .coordinator_routing import misrouted
     return misrouted(broker, conn, req, request)
 
 
@@ -95,7 +95,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.faults = broker.faults
         self.quotas = broker.client_quotas
         #: several nodes: group and transaction requests may reach a node that does not
-        #: coordinate their key (broker/apis/coordinator_routing.py)
+        #: coordinate their key (broker/network/coordinator_routing.py)
         self.multi_node = not broker.cluster.single
         self.listener = listener
         self.config = broker.config
