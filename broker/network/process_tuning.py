@@ -5,19 +5,35 @@ from __future__ import annotations
 import resource
 
 
-def _find_malloc_trim():
+def _libc():
+    """glibc, or None on another libc. ctypes and the library lookup load at the first use, not
+    at the broker's start."""
     try:
         import ctypes
         import ctypes.util
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return None  # not glibc
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
 
 
-#: glibc's malloc_trim: glibc keeps memory that was freed (its mmap threshold grows with the
-#: largest block freed, so large answers end up in the heap), and a process that once held
-#: the answers of hundreds of stalled clients would keep that RSS after they left
-malloc_trim = _find_malloc_trim()
+#: glibc's malloc_trim once looked up (None: not glibc): glibc keeps memory that was freed (its
+#: mmap threshold grows with the largest block freed, so large answers end up in the heap), and
+#: a process that once held the answers of hundreds of stalled clients would keep that RSS after
+#: they left
+_malloc_trim = None
+_looked_up = False
+
+
+def trim_malloc() -> None:
+    """Give the memory glibc keeps back to the system (nothing on another libc)."""
+    global _malloc_trim, _looked_up
+    if not _looked_up:
+        _looked_up = True
+        _malloc_trim = getattr(_libc(), "malloc_trim", None)
+    if _malloc_trim is not None:
+        _malloc_trim(0)
+
+
 #: memory goes back to the system this long after the last connection that held much closed
 TRIM_DELAY_MS = 1000
 #: mallopt's parameters (glibc's malloc.h) and what the broker's own process sets them to
@@ -34,11 +50,8 @@ def tune_malloc() -> None:
     perf showed page faults, page zeroing and TLB shootdowns as ~30% of the broker's CPU; the
     broker's CPU per MB fetched fell by about 45% with these. Memory still goes back to the
     system after clients that held much close (malloc_trim, TRIM_DELAY_MS)."""
-    try:
-        import ctypes
-        import ctypes.util
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
-    except (OSError, AttributeError):
+    mallopt = getattr(_libc(), "mallopt", None)
+    if mallopt is None:
         return  # not glibc
     mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
     mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)

@@ -308,12 +308,12 @@ class Server:
     def schedule_trim(self) -> None:
         """Give freed memory back to the system a moment after connections that held much
         closed (once for a whole flood of them)."""
-        if process_tuning.malloc_trim is not None and self.trim is None:
+        if self.trim is None:
             self.trim = self.broker.timer.call_later(process_tuning.TRIM_DELAY_MS, self._trim)
 
     def _trim(self) -> None:
         self.trim = None
-        process_tuning.malloc_trim(0)
+        process_tuning.trim_malloc()
 
     # -- connections.max.idle.ms
 
