@@ -301,7 +301,7 @@ async def test_queued_max_request_bytes_holds_every_connection_at_the_limit(held
     big = "x" * 430                                     # 440-byte requests
     feed(a, ta, b"".join(api_versions(i, big) for i in range(4)))
     assert [c for c, _, _ in held_answers] == [0, 1, 2]  # 0, 440, 880 < 1000: admitted
-    assert broker.server.request_bytes == 3 * 440
+    assert broker.server.memory_pool.used == 3 * 440
     feed(b, tb, api_versions(100, big))
     assert [c for c, _, _ in held_answers] == [0, 1, 2]
     assert ta.reading_paused and tb.reading_paused
@@ -315,7 +315,7 @@ async def test_queued_max_request_bytes_holds_every_connection_at_the_limit(held
     while held_answers:
         answer(held_answers)
         await turn()
-    assert broker.server.request_bytes == 0
+    assert broker.server.memory_pool.used == 0
     assert correlation_ids(bytes(ta.sent)) == [0, 1, 2, 3]
     assert correlation_ids(bytes(tb.sent)) == [100]
 
@@ -324,11 +324,11 @@ async def test_a_closed_connection_gives_its_request_bytes_back(held_answers):
     broker = make_broker(**{"queued.max.request.bytes": 1000, "socket.request.max.bytes": 1000})
     a, ta = connect(broker)
     feed(a, ta, b"".join(api_versions(i, "x" * 430) for i in range(2)) + b"\0\0\0\x10\0")
-    assert broker.server.request_bytes == 2 * 440 + 16     # two requests, one partial frame
+    assert broker.server.memory_pool.used == 2 * 440 + 16     # two requests, one partial frame
     a.connection_lost(None)
-    assert broker.server.request_bytes == 0
+    assert broker.server.memory_pool.used == 0
     answer(held_answers)                                   # answered after the close
-    assert broker.server.request_bytes == 0
+    assert broker.server.memory_pool.used == 0
 
 
 # ------------------------------------------------------------------ disconnect listeners

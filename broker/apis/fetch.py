@@ -89,7 +89,7 @@ def read(broker, work: FetchWork, conn=None) -> tuple[list, int, bool]:
     with nothing left, no records (the fetch waits as a long poll, see handle)."""
     topics = broker.topics
     remaining = min(work.max_bytes, broker.config["fetch.max.bytes"])
-    budget = broker.server.fetch_budget()
+    budget = broker.server.answer_budget.fetch_budget()
     if budget is not None and budget < remaining:
         remaining = budget
     # Kafka's rule that the first batch goes whole, even past max_bytes, only while any

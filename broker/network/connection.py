@@ -205,13 +205,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             held += request.reserved
             request.reserved = 0
         if held:
-            server.release(held)
+            server.memory_pool.release(held)
         self.pending.clear()
         self.big = None
         self.out = []
         self.out_bytes = 0
         if self.answers_held:
-            server.answers_released(self, self.answers_held)
+            server.answer_budget.released(self, self.answers_held)
             self.answers_held = self.answers_waiting = 0
         if self.held_much:
             server.schedule_trim()
@@ -294,7 +294,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         now_held = buffered + self.out_bytes + self.answers_waiting
         if now_held < held:
             self.answers_held = now_held
-            self.server.answers_released(self, held - now_held)
+            self.server.answer_budget.released(self, held - now_held)
 
     def must_wait(self) -> bool:
         """Whether the next request has to wait before it is handled: its answers would pile up
@@ -305,7 +305,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _parse_frames(self) -> None:
         buf = self.read_buffer
-        server = self.server
+        memory_pool = self.server.memory_pool
         self.unhandled = False
         while not self.closed and not self.closing:
             start, end = self.read_start, self.read_end
@@ -321,8 +321,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.close_after_answers(f"frame size {size} outside 0..{self.max_frame_setting} "
                                          f"({self.max_frame})")
                 return
-            if server.queued_max_request_bytes and not self.frame_reserved \
-                    and not server.reserve(self, size):
+            if memory_pool.limit and not self.frame_reserved \
+                    and not memory_pool.reserve(self, size):
                 self.unhandled = True
                 break
             if end - start - 4 >= size:
@@ -330,7 +330,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.read_start = start + 4 + size
                 self.handle_frame(frame)
                 if self.frame_reserved:  # the frame made no request
-                    server.release(self.frame_reserved)
+                    memory_pool.release(self.frame_reserved)
                     self.frame_reserved = 0
                 continue
             if size > len(buf) - 4:
@@ -351,7 +351,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.big = None
         self.handle_frame(big)
         if self.frame_reserved:
-            self.server.release(self.frame_reserved)
+            self.server.memory_pool.release(self.frame_reserved)
             self.frame_reserved = 0
 
     def _compact(self) -> None:
@@ -465,7 +465,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if request is self.parked:
             self.parked = None
         if request.reserved:
-            self.server.release(request.reserved)
+            self.server.memory_pool.release(request.reserved)
             request.reserved = 0
         if request.throttle_ms > 0 and not self.closed:
             self.mute(request.throttle_ms)
@@ -482,7 +482,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if nbytes:
             self.answers_held += nbytes
             self.answers_waiting += nbytes
-            self.server.answers_made(self, nbytes)
+            self.server.answer_budget.made(self, nbytes)
         pending = self.pending
         if pending[0].done:
             out = self.out

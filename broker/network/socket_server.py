@@ -1,11 +1,11 @@
 """The listeners (Kafka's SocketServer and its Acceptors): one acceptor per listening socket,
-connections counted for the limits, idle ones closed (``connections.max.idle.ms``), and the
-broker's budgets of request bytes and of answers not yet taken by the sockets.
+connections counted for the limits (connection_quotas.py), idle ones closed
+(``connections.max.idle.ms``), the broker's memory budgets (memory_pool.py), and the listeners
+told when a client connection closes.
 """
 from __future__ import annotations
 
 import asyncio
-import collections
 import errno
 import socket
 import time
@@ -18,6 +18,7 @@ from broker.security import tls
 from . import process_tuning
 from .connection import KafkaConnection
 from .connection_quotas import ConnectionQuotas, LimitLog, resolve_ip_overrides
+from .memory_pool import AnswerBudget, MemoryPool
 from .tls_handshake import PendingTls
 
 log = structlog.get_logger("broker.server")
@@ -61,7 +62,7 @@ def _listening_sockets(host: str, port: int) -> list[socket.socket]:
 
 class Server:
     """Listeners for every configured address, each with its acceptor; counts connections for
-    the limits, closes idle ones, and accounts queued.max.request.bytes."""
+    the limits, closes idle ones, holds the memory budgets and the disconnect listeners."""
 
     def __init__(self, broker) -> None:
         self.broker = broker
@@ -85,20 +86,13 @@ class Server:
         self.idle_check = None
         self.trim = None
         self.limit_log = LimitLog(broker.timer)
-        #: queued.max.request.bytes (0: unlimited): request bytes read and not yet answered,
-        #: over all connections; at the limit no connection starts a new request
-        queued = config["queued.max.request.bytes"]
-        self.queued_max_request_bytes = queued if queued > 0 else 0
-        self.request_bytes = 0
-        #: queued.max.response.bytes (0: unlimited): bytes of answers made and not yet taken by
-        #: the sockets, over all connections (``holding``: the connections that have some); a
-        #: Fetch reads at most what is left (fetch_budget)
-        queued = config["queued.max.response.bytes"]
-        self.queued_max_response_bytes = queued if queued > 0 else 0
-        self.answer_bytes = 0
-        self.holding: set[KafkaConnection] = set()
-        self.memory_waiters: collections.deque[KafkaConnection] = collections.deque()
-        self.wake_scheduled = False
+        #: queued.max.request.bytes: request bytes read and not yet answered, over all
+        #: connections; at the limit no connection starts a new request
+        self.memory_pool = MemoryPool(config["queued.max.request.bytes"])
+        #: queued.max.response.bytes: answers made and not yet taken by the sockets; a Fetch
+        #: reads at most what is left (AnswerBudget.fetch_budget)
+        self.answer_budget = AnswerBudget(config["queued.max.response.bytes"], broker.metrics,
+                                          self.limit_log)
         #: SSL and SASL_SSL listeners' TLS (broker/security/tls.py), by listener name
         self.tls: dict[str, tls.ListenerTls] = {}
         #: TLS connections whose handshake is not over (PendingTls)
@@ -352,67 +346,6 @@ class Server:
                                 max_idle_ms=max_idle)
         self.idle_check = self.broker.timer.add(max(next_check, now + IDLE_CHECK_MIN_MS),
                                                 self.expire_idle)
-
-    # -- queued.max.response.bytes
-
-    def answers_made(self, conn: KafkaConnection, size: int) -> None:
-        self.answer_bytes += size
-        self.holding.add(conn)
-
-    def answers_released(self, conn: KafkaConnection, size: int) -> None:
-        self.answer_bytes -= size
-        if not conn.answers_held:
-            self.holding.discard(conn)
-
-    def fetch_budget(self) -> int | None:
-        """The record bytes a Fetch may read now: what is left of queued.max.response.bytes
-        (None: unlimited). When none seems left, the sockets are looked at first: they may
-        have taken answers since. A Fetch with no budget waits as a long poll does, and is
-        answered without records if there is still none when it must be answered."""
-        limit = self.queued_max_response_bytes
-        if not limit:
-            return None
-        if self.answer_bytes >= limit:
-            for conn in list(self.holding):
-                conn._answers_sent()
-            if self.answer_bytes >= limit:
-                self.broker.metrics.fetch_held_back()
-                self.limit_log.note("warning", "fetches wait: answers not taken by their "
-                                    "sockets fill queued.max.response.bytes",
-                                    queued_max_response_bytes=limit,
-                                    connections_holding=len(self.holding))
-                return 0
-        return limit - self.answer_bytes
-
-    # -- queued.max.request.bytes
-
-    def reserve(self, conn: KafkaConnection, size: int) -> bool:
-        """Hold ``size`` bytes for the frame ``conn`` starts reading. Like Kafka's memory pool it
-        admits a request while any memory is left, so one request can go past the limit; when
-        none is left the connection waits until some is released."""
-        if self.request_bytes < self.queued_max_request_bytes:
-            self.request_bytes += size
-            conn.frame_reserved = size
-            return True
-        if not conn.waiting_for_memory:
-            conn.waiting_for_memory = True
-            self.memory_waiters.append(conn)
-        return False
-
-    def release(self, size: int) -> None:
-        self.request_bytes -= size
-        if self.memory_waiters and not self.wake_scheduled and \
-                self.request_bytes < self.queued_max_request_bytes:
-            self.wake_scheduled = True
-            asyncio.get_running_loop().call_soon(self._wake_memory_waiters)
-
-    def _wake_memory_waiters(self) -> None:
-        self.wake_scheduled = False
-        waiters = self.memory_waiters
-        while waiters and self.request_bytes < self.queued_max_request_bytes:
-            conn = waiters.popleft()
-            conn.waiting_for_memory = False
-            conn._update_reading()
 
     # -- shutdown
 
