@@ -9,8 +9,8 @@ import structlog
 from . import apis
 from .config import BrokerConfig
 from .coordinator_log import begin_loading_all
-from .fetch_purgatory import FetchPurgatory
-from .fetch_sessions import MIN_FETCH_PARTITION_BYTES, FetchSessionCache
+from .partitions.fetch_purgatory import FetchPurgatory
+from .partitions.fetch_sessions import MIN_FETCH_PARTITION_BYTES, FetchSessionCache
 from .offsets_topic import OFFSETS_TOPIC_CONFIGS, build_coordinator, load_all
 from .producer_ids import ProducerIdManager
 from .security import SASL_PROTOCOLS

@@ -9,9 +9,9 @@ import pytest
 from broker.apis import describe_producers, fetch, list_offsets, produce
 from broker.broker import Broker
 from broker.config import BrokerConfig
-from broker.fetch_purgatory import FetchPurgatory
+from broker.partitions.fetch_purgatory import FetchPurgatory
 from broker.log import MemoryLog, SegmentLog
-from broker.producer_state import ProducerStateTable
+from broker.partitions.producer_state import ProducerStateTable
 from broker.purgatory import Timer
 from broker.topics import TopicManager
 from broker.txn_markers import end_marker_batch, parse_end_marker, write_txn_markers

@@ -6,10 +6,11 @@ reports the last stable offset. A read_committed long-poll is woken by transacti
 (they move the last stable offset) as by appends.
 
 Versions 13+ name topics by id: an id the broker does not know is answered UNKNOWN_TOPIC_ID
-(a topic deleted and re-created has a new id). Fetch sessions (KIP-227, broker/fetch_sessions.py)
-let a consumer send only what changed and get only the partitions that changed. From v16 a
-partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries its current leader,
-and the answer that leader's endpoint (KIP-951), so the client need not ask Metadata first.
+(a topic deleted and re-created has a new id). Fetch sessions (KIP-227,
+broker/partitions/fetch_sessions.py) let a consumer send only what changed and get only the
+partitions that changed. From v16 a partition answered NOT_LEADER_OR_FOLLOWER or
+FENCED_LEADER_EPOCH carries its current leader, and the answer that leader's endpoint (KIP-951),
+so the client need not ask Metadata first.
 
 As KafkaApis orders them, the partitions read come first and those refused before reading
 (unknown topic id, not authorized, unknown topic or partition) after; only an error from the

@@ -6,7 +6,7 @@ nothing; the transaction marker that moves it wakes the fetch (``write_txn_marke
 ``partition_appended`` too: a marker is an append)."""
 from __future__ import annotations
 
-from .purgatory import DelayedOperation, DelayedOperationPurgatory
+from ..purgatory import DelayedOperation, DelayedOperationPurgatory
 
 
 class DelayedFetch(DelayedOperation):
