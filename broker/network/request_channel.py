@@ -14,7 +14,7 @@ class Request:
                  "client_host", "listener", "started", "done", "chunks", "answer_bytes",
                  "reserved", "size", "handled", "throttle_ms")
 
-    def __init__(self, conn: "KafkaConnection", handler, codec, header, started: float) -> None:
+    def __init__(self, conn, handler, codec, header, started: float) -> None:
         self.conn = conn
         self.handler = handler
         self.codec = codec

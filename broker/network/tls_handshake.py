@@ -24,7 +24,7 @@ class PendingTls(asyncio.Protocol):
     __slots__ = ("server", "listener", "node", "listener_tls", "peer", "quota_host", "head",
                  "deadline", "timer", "transport", "conn", "finished")
 
-    def __init__(self, server: "Server", listener: str, node: int, listener_tls, address,
+    def __init__(self, server, listener: str, node: int, listener_tls, address,
                  deadline: float) -> None:
         self.server = server
         self.listener = listener
