@@ -291,12 +291,13 @@ def handle(broker, ctx, request, respond) -> None:
         else:
             session = sessions.advance(group_id, member_id, epoch, keys, forgotten)
     except ShareSessionError as exc:
-        if exc.code == E.SHARE_SESSION_LIMIT_REACHED and request.max_wait_ms > 0:
+        code = exc.code     # ``exc`` is unbound once the except clause ends: the timer keeps this
+        if code == E.SHARE_SESSION_LIMIT_REACHED and request.max_wait_ms > 0:
             # as Kafka: the refusal waits MaxWaitMs, so a consumer retrying it does not spin
             ctx.park()
-            broker.timer.call_later(request.max_wait_ms, lambda: respond(_error(exc.code)))
+            broker.timer.call_later(request.max_wait_ms, lambda: respond(_error(code)))
             return
-        respond(_error(exc.code))
+        respond(_error(code))
         return
     acks = acknowledge(broker, ctx, group_id, member_id, request.topics, version,
                        is_renew) if has_acks else {}
