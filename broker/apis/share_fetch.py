@@ -55,9 +55,9 @@ class ShareFetchWork:
     answer is made."""
 
     __slots__ = ("ctx", "group_id", "member_id", "keys", "max_records", "record_limit",
-                 "max_bytes", "acks", "version", "watch")
+                 "max_bytes", "acks", "version", "watch", "session")
 
-    def __init__(self, ctx, request, keys: list, acks: dict, version: int) -> None:
+    def __init__(self, ctx, request, keys: list, acks: dict, version: int, session) -> None:
         self.ctx = ctx
         self.group_id = request.group_id
         self.member_id = request.member_id
@@ -68,6 +68,9 @@ class ShareFetchWork:
         self.acks = acks
         self.version = version
         self.watch: list = []
+        #: the share session the fetch belongs to: once it has ended (its connection closed,
+        #: its member left), a parked fetch acquires nothing more for it
+        self.session = session
 
 
 def _batches(log, data, offset: int, read_committed: bool) -> list[LogBatch]:
@@ -241,7 +244,13 @@ class DelayedShareFetch(DelayedOperation):
         if self.fresh:      # the handler has just tried
             self.fresh = False
             return False
-        fetched, acquired = read(self.broker, self.work)
+        work = self.work
+        if self.broker.shares.sessions.get(work.group_id, work.member_id) is not work.session:
+            # the session ended while the fetch waited: records released for others (by that
+            # very end, say) must not be acquired again for a member nobody answers
+            self.result = {}
+            return True
+        fetched, acquired = read(self.broker, work)
         if acquired or any(d.error_code for d in fetched.values()):
             self.result = fetched
             return True
@@ -302,7 +311,7 @@ def handle(broker, ctx, request, respond) -> None:
     acks = acknowledge(broker, ctx, group_id, member_id, request.topics, version,
                        is_renew) if has_acks else {}
     fetch_keys = [] if epoch == FINAL_EPOCH or is_renew else list(session.partitions)
-    work = ShareFetchWork(ctx, request, fetch_keys, acks, version)
+    work = ShareFetchWork(ctx, request, fetch_keys, acks, version, session)
     fetched, acquired = read(broker, work) if fetch_keys else ({}, 0)
     if acquired or not fetch_keys or request.max_wait_ms <= 0 or \
             any(d.error_code for d in fetched.values()) or not work.watch:
