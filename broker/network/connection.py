@@ -87,6 +87,10 @@ def _misrouted(broker, conn, req, request) -> bool:
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
+    """One client connection, as Kafka's Processor serves a KafkaChannel: frames in, each
+    request to its handler (handle_frame), answers out in request order. When it closes, the
+    server's disconnect listeners are told (Server.disconnected)."""
+
     def __init__(self, broker, listener: str, node_id: int | None = None) -> None:
         self.broker = broker
         #: the node whose listener accepted it (one of broker.cluster.node_ids)
