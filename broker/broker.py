@@ -9,8 +9,8 @@ import structlog
 from . import apis
 from .config import BrokerConfig
 from .coordinator_log import begin_loading_all
-from .fetch_purgatory import FetchPurgatory
-from .fetch_sessions import MIN_FETCH_PARTITION_BYTES, FetchSessionCache
+from .partitions.fetch_purgatory import FetchPurgatory
+from .partitions.fetch_sessions import MIN_FETCH_PARTITION_BYTES, FetchSessionCache
 from .offsets_topic import OFFSETS_TOPIC_CONFIGS, build_coordinator, load_all
 from .producer_ids import ProducerIdManager
 from .security import SASL_PROTOCOLS
@@ -19,7 +19,7 @@ from .security.scram import ScramCredentialStore
 from .http.server import HttpServer
 from .metrics import Metrics
 from .security.authorization import Authorization
-from .server import Server
+from .network.socket_server import Server
 from .faults import Faults
 from .coordinator.group_configs import GroupConfigs
 from .coordinator.share.leader import ShareLeader
@@ -89,6 +89,7 @@ class Broker:
         self.shares.on_available = self._share_records_available
         self.shares.group_config = self.group_configs.get
         self.coordinator.set_share_listener(self.shares, self.group_configs.get)
+        self.server.add_disconnect_listener(self.shares.connection_closed)
         #: the share coordinator: share-partition state in __share_group_state
         self.share_coordinator = share_state_topic.build(self)
         self.transactions = build_transaction_coordinator(self)

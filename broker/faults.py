@@ -31,7 +31,7 @@ Actions fire once, when added, on the coordinators' real state:
   next in-sync replica at the next leader epoch: the old node answers NOT_LEADER_OR_FOLLOWER or
   NOT_COORDINATOR and FindCoordinator names the new one, as after a leader election on Kafka.
 
-Where an error goes is derived from the response's schema (broker/apis/error_placement.py): a
+Where an error goes is derived from the response's schema (broker/network/error_placement.py): a
 fault that names a topic or partition puts its error on those entries only, and the rest of the
 request is handled as usual; otherwise a partition-level error (NOT_LEADER_OR_FOLLOWER, ...) goes
 on every partition the request names and any other error at the first level that carries one
@@ -48,7 +48,7 @@ import structlog
 
 from protocol.errors import ErrorCode
 
-from .apis.error_placement import (answer_error, carries_error, names_match, names_of,
+from .network.error_placement import (answer_error, carries_error, names_match, names_of,
                                     shape_of)
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 

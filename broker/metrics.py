@@ -95,6 +95,12 @@ def _value(obj, name: str, default=0):
     return v() if callable(v) else v
 
 
+def _answer_bytes_held(broker) -> int:
+    """The network layer's answers not yet taken by the sockets (broker/network/memory_pool.py)."""
+    server = getattr(broker, "server", None)
+    return 0 if server is None else server.answer_budget.used
+
+
 class BrokerStateCollector:
     """Series computed from the broker's state when /metrics is scraped."""
 
@@ -373,8 +379,7 @@ class Metrics:
         self.answer_bytes = Gauge("kafka_server_answer_bytes_held",
                                   "Bytes of answers made and not yet taken by the clients' "
                                   "sockets (bounded by queued.max.response.bytes).", registry=r)
-        self.answer_bytes.set_function(
-            lambda: getattr(getattr(broker, "server", None), "answer_bytes", 0))
+        self.answer_bytes.set_function(lambda: _answer_bytes_held(broker))
         self.fetches_held_back = Counter(
             "kafka_server_fetches_held_back_total",
             "Fetches that found queued.max.response.bytes full and waited (answered without "

@@ -51,7 +51,8 @@ def build(broker):
         partition = broker.topics.partition(name, index) if name is not None else None
         return -1 if partition is None else partition.leader_epoch
 
-    service = ShareCoordinatorService(broker, ShareStateStore(broker.clock, partition_count))
+    service = ShareCoordinatorService(broker, ShareStateStore(broker.clock, partition_count),
+                                      lambda: create(broker))
     persister = SharePersister(service, broker.shares)
     persister.leader_epoch = leader_epoch
     service.on_changed = persister.changed

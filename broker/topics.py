@@ -15,7 +15,7 @@ from protocol.records import iter_batches
 
 from .cluster import Cluster
 from .log import LogConfig, LogManager
-from .producer_state import ProducerStateTable
+from .partitions.producer_state import ProducerStateTable
 from .broker_configs import BrokerConfigs
 from .topic_configs import TOPIC_CONFIGS, BrokerDefaults
 from .txn_markers import end_marker_batch

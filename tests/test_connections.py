@@ -1,4 +1,4 @@
-"""Connection limits of broker/server.py on fake transports, a fake clock and the sans-I/O timer:
+"""Connection limits of broker/network/ on fake transports, a fake clock and the sans-I/O timer:
 what a connection handles before its answers are taken, requests in flight,
 queued.max.request.bytes, connections.max.idle.ms, the per-address quotas and the log lines of
 limits. No sockets, no sleeping."""
@@ -19,8 +19,9 @@ from broker.cluster import Cluster
 from broker.config import BrokerConfig, ConfigError
 from broker.metrics import Metrics
 from broker.purgatory import Timer
-from broker.server import (BIG_FRAME_FIRST_READ, QUEUED_ANSWER_BYTES, ConnectionQuotas, KafkaConnection, LimitLog,
-                           Server, resolve_ip_overrides)
+from broker.network.connection import BIG_FRAME_FIRST_READ, QUEUED_ANSWER_BYTES, KafkaConnection
+from broker.network.connection_quotas import ConnectionQuotas, LimitLog, resolve_ip_overrides
+from broker.network.socket_server import Server
 from broker.faults import Faults
 
 
@@ -300,7 +301,7 @@ async def test_queued_max_request_bytes_holds_every_connection_at_the_limit(held
     big = "x" * 430                                     # 440-byte requests
     feed(a, ta, b"".join(api_versions(i, big) for i in range(4)))
     assert [c for c, _, _ in held_answers] == [0, 1, 2]  # 0, 440, 880 < 1000: admitted
-    assert broker.server.request_bytes == 3 * 440
+    assert broker.server.memory_pool.used == 3 * 440
     feed(b, tb, api_versions(100, big))
     assert [c for c, _, _ in held_answers] == [0, 1, 2]
     assert ta.reading_paused and tb.reading_paused
@@ -314,7 +315,7 @@ async def test_queued_max_request_bytes_holds_every_connection_at_the_limit(held
     while held_answers:
         answer(held_answers)
         await turn()
-    assert broker.server.request_bytes == 0
+    assert broker.server.memory_pool.used == 0
     assert correlation_ids(bytes(ta.sent)) == [0, 1, 2, 3]
     assert correlation_ids(bytes(tb.sent)) == [100]
 
@@ -323,11 +324,39 @@ async def test_a_closed_connection_gives_its_request_bytes_back(held_answers):
     broker = make_broker(**{"queued.max.request.bytes": 1000, "socket.request.max.bytes": 1000})
     a, ta = connect(broker)
     feed(a, ta, b"".join(api_versions(i, "x" * 430) for i in range(2)) + b"\0\0\0\x10\0")
-    assert broker.server.request_bytes == 2 * 440 + 16     # two requests, one partial frame
+    assert broker.server.memory_pool.used == 2 * 440 + 16     # two requests, one partial frame
     a.connection_lost(None)
-    assert broker.server.request_bytes == 0
+    assert broker.server.memory_pool.used == 0
     answer(held_answers)                                   # answered after the close
-    assert broker.server.request_bytes == 0
+    assert broker.server.memory_pool.used == 0
+
+
+# ------------------------------------------------------------------ disconnect listeners
+
+async def test_disconnect_listeners_are_told_once_of_each_closed_connection(held_answers):
+    """Kafka's ConnectionDisconnectListener: every listener hears of each connection that
+    closed, whoever closed it, exactly once and only then; one that fails does not keep the
+    others from hearing."""
+    broker = make_broker()
+    told, also = [], []
+
+    def failing(conn):
+        raise RuntimeError("a listener's bug")
+    broker.server.add_disconnect_listener(told.append)
+    broker.server.add_disconnect_listener(failing)
+    broker.server.add_disconnect_listener(also.append)
+    a, ta = connect(broker)
+    b, tb = connect(broker, host="10.0.0.2")
+    feed(a, ta, api_versions(1))
+    assert told == [] and also == []                    # open, a request in flight: nothing
+    a.connection_lost(None)                              # the client went away
+    assert told == [a] and also == [a]
+    feed(b, tb, struct.pack(">i", -1))                   # a bad frame: the broker closes it
+    assert tb.closed and told == [a]                     # closing is not closed yet
+    b.connection_lost(None)                              # the transport says it is gone
+    assert told == [a, b] and also == [a, b]
+    answer(held_answers)                                 # a's answer after its close
+    assert told == [a, b]
 
 
 # ------------------------------------------------------------------ connections.max.idle.ms
@@ -421,7 +450,7 @@ def test_a_flood_of_refusals_is_one_line_per_interval_with_the_count():
 def test_close_reasons_become_few_metric_labels():
     """What a client chose (a declared frame size, an api key, a version) does not reach the
     kafka_connections_rejected_total labels: a client must not grow the metric without bound."""
-    from broker.server import reason_label
+    from broker.network.connection import reason_label
     labels = {reason_label(f"frame size {n} outside 0..socket.request.max.bytes (104857600)")
               for n in (104857601, 2_000_000_000)}
     labels |= {reason_label(f"unknown api key {k}") for k in (999, 31000)}

@@ -1,5 +1,5 @@
-"""The fetch session cache (broker/fetch_sessions.py) on an injected clock: Kafka's session
-ids, epochs and errors, and its eviction rules (FetchSessionCacheShard.tryEvict)."""
+"""The fetch session cache (broker/partitions/fetch_sessions.py) on an injected clock: Kafka's
+session ids, epochs and errors, and its eviction rules (FetchSessionCacheShard.tryEvict)."""
 from __future__ import annotations
 
 import random
@@ -8,7 +8,7 @@ import uuid
 from protocol.errors import ErrorCode as E
 from protocol.messages import FetchRequest, FetchResponse
 
-from broker.fetch_sessions import (EVICTION_MS, INT_MAX, FetchSessionCache, next_epoch)
+from broker.partitions.fetch_sessions import (EVICTION_MS, INT_MAX, FetchSessionCache, next_epoch)
 
 F = FetchRequest
 TID = uuid.uuid4()

@@ -9,9 +9,9 @@ import pytest
 from broker.apis import describe_producers, fetch, list_offsets, produce
 from broker.broker import Broker
 from broker.config import BrokerConfig
-from broker.fetch_purgatory import FetchPurgatory
+from broker.partitions.fetch_purgatory import FetchPurgatory
 from broker.log import MemoryLog, SegmentLog
-from broker.producer_state import ProducerStateTable
+from broker.partitions.producer_state import ProducerStateTable
 from broker.purgatory import Timer
 from broker.topics import TopicManager
 from broker.txn_markers import end_marker_batch, parse_end_marker, write_txn_markers
@@ -61,10 +61,10 @@ class Ctx:
     def __init__(self, version: int = 12, conn=None) -> None:
         self.api_version = version
         self.conn = conn if conn is not None else object()
-        self.listener = None  # broker/server.py Request.listener
+        self.listener = None  # broker/network/request_channel.py Request.listener
 
     def park(self) -> None:
-        """A long-poll Fetch parks its request (broker/server.py Request.park)."""
+        """A long-poll Fetch parks its request (broker/network/request_channel.py Request.park)."""
         self.parked = True
 
 

@@ -9,7 +9,7 @@ from protocol.messages import AlterReplicaLogDirsResponse
 
 from ..security.authorizer import AclOperation
 
-from .replicas import named_log_dir, partition_log_dir, placement
+from ..partitions.replicas import named_log_dir, partition_log_dir, placement
 
 NAME = "AlterReplicaLogDirs"
 

@@ -34,7 +34,7 @@ def _check(name: str, mechanism: int):
 def handle(broker, ctx, request, respond) -> None:
     auth = broker.authorizer
     if auth is not None and not auth.cluster(ctx, AclOperation.ALTER):
-        from .acls import cluster_denied_message
+        from ..security.acl_apis import cluster_denied_message
         message = cluster_denied_message(NAME, AclOperation.ALTER)
         users = {d.name for d in request.deletions} | {u.name for u in request.upsertions}
         respond(AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[

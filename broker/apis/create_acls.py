@@ -5,9 +5,10 @@ from protocol.errors import ErrorCode
 from protocol.messages import CreateAclsResponse
 
 from ..security.authorizer import AclOperation, new_acl_error
-from .acls import (CLUSTER_AUTHORIZATION_FAILED, MAX_ACLS_PER_REQUEST, NO_AUTHORIZER_CHANGE,
-                   SECURITY_DISABLED, binding, cluster_denied_message, creation_has_unknown,
-                   creation_not_a_binding)
+from ..security.acl_apis import (CLUSTER_AUTHORIZATION_FAILED, MAX_ACLS_PER_REQUEST,
+                                 NO_AUTHORIZER_CHANGE, SECURITY_DISABLED, binding,
+                                 cluster_denied_message, creation_has_unknown,
+                                 creation_not_a_binding)
 
 NAME = "CreateAcls"
 Result = CreateAclsResponse.AclCreationResult

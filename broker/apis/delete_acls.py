@@ -6,9 +6,9 @@ from protocol.errors import ErrorCode
 from protocol.messages import DeleteAclsResponse
 
 from ..security.authorizer import AclOperation
-from .acls import (CLUSTER_AUTHORIZATION_FAILED, MAX_ACLS_PER_REQUEST, NO_AUTHORIZER_CHANGE,
-                   SECURITY_DISABLED, binding_filter, cluster_denied_message, filter_error,
-                   filter_has_unknown)
+from ..security.acl_apis import (CLUSTER_AUTHORIZATION_FAILED, MAX_ACLS_PER_REQUEST,
+                                 NO_AUTHORIZER_CHANGE, SECURITY_DISABLED, binding_filter,
+                                 cluster_denied_message, filter_error, filter_has_unknown)
 
 NAME = "DeleteAcls"
 Result = DeleteAclsResponse.DeleteAclsFilterResult

@@ -6,8 +6,8 @@ from protocol.errors import ErrorCode
 from protocol.messages import DescribeAclsResponse
 
 from ..security.authorizer import AclOperation
-from .acls import (CLUSTER_AUTHORIZATION_FAILED, NO_AUTHORIZER, SECURITY_DISABLED, binding_filter,
-                   cluster_denied_message, filter_has_unknown)
+from ..security.acl_apis import (CLUSTER_AUTHORIZATION_FAILED, NO_AUTHORIZER, SECURITY_DISABLED,
+                                 binding_filter, cluster_denied_message, filter_has_unknown)
 
 NAME = "DescribeAcls"
 Resource_ = DescribeAclsResponse.DescribeAclsResource

@@ -6,7 +6,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import DescribeClusterResponse
 
 from ..security.authorization import cluster_authorized_operations
-from .replicas import controller_id, nodes
+from ..partitions.replicas import controller_id, nodes
 
 NAME = "DescribeCluster"
 

@@ -9,7 +9,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import DescribeLogDirsResponse
 
 from ..security.authorizer import AclOperation
-from .replicas import IN_MEMORY
+from ..partitions.replicas import IN_MEMORY
 
 NAME = "DescribeLogDirs"
 

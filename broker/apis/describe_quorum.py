@@ -16,7 +16,7 @@ from protocol.messages import DescribeQuorumResponse
 
 from ..security.authorizer import AclOperation
 
-from .replicas import broker_ids, log_dirs
+from ..partitions.replicas import broker_ids, log_dirs
 
 NAME = "DescribeQuorum"
 

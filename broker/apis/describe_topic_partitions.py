@@ -9,7 +9,7 @@ from protocol.messages import DescribeTopicPartitionsResponse
 
 from ..security.authorizer import AclOperation, ResourceType
 from ..topics import INTERNAL_TOPICS, validate_topic_name
-from .replicas import placement
+from ..partitions.replicas import placement
 
 NAME = "DescribeTopicPartitions"
 

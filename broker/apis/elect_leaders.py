@@ -9,9 +9,9 @@ from protocol.errors import ErrorCode
 from protocol.messages import ElectLeadersResponse
 
 from ..security.authorizer import AclOperation
-from .acls import cluster_denied_message
+from ..security.acl_apis import cluster_denied_message
 
-from .replicas import elect_leader, placement
+from ..partitions.replicas import elect_leader, placement
 
 NAME = "ElectLeaders"
 

@@ -11,7 +11,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import FindCoordinatorResponse
 
 from ..security.authorizer import AclOperation, ResourceType
-from .coordinator_routing import GROUP, SHARE, TRANSACTION, coordinator_node
+from ..network.coordinator_routing import GROUP, SHARE, TRANSACTION, coordinator_node
 
 NAME = "FindCoordinator"
 

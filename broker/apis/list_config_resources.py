@@ -10,7 +10,7 @@ from protocol.messages import ListConfigResourcesResponse
 
 from ..security.authorizer import AclOperation
 
-from .replicas import broker_ids
+from ..partitions.replicas import broker_ids
 
 NAME = "ListConfigResources"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 
 from ..security.authorizer import AclOperation, ResourceType
-from .coordinator_routing import hosted_groups
+from ..network.coordinator_routing import hosted_groups
 
 NAME = "ListGroups"
 

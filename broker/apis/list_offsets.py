@@ -17,7 +17,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import ListOffsetsResponse
 
 from ..security.authorizer import AclOperation, ResourceType
-from .replicas import epoch_at, leader_error
+from ..partitions.replicas import epoch_at, leader_error
 
 NAME = "ListOffsets"
 

@@ -7,9 +7,9 @@ from protocol.errors import ErrorCode
 from protocol.messages import ListPartitionReassignmentsResponse
 
 from ..security.authorizer import AclOperation
-from .acls import cluster_denied_message
+from ..security.acl_apis import cluster_denied_message
 
-from .replicas import placement
+from ..partitions.replicas import placement
 
 NAME = "ListPartitionReassignments"
 

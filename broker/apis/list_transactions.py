@@ -5,7 +5,7 @@ from __future__ import annotations
 from protocol.messages import ListTransactionsResponse
 
 from ..security.authorizer import AclOperation, ResourceType
-from .coordinator_routing import hosted_transactions
+from ..network.coordinator_routing import hosted_transactions
 
 NAME = "ListTransactions"
 

@@ -8,7 +8,7 @@ from protocol.schema import ZERO_UUID
 from ..security.authorization import authorized_operations, cluster_authorized_operations
 from ..security.authorizer import AclOperation, ResourceType
 from ..topics import validate_topic_name
-from .replicas import controller_id, nodes
+from ..partitions.replicas import controller_id, nodes
 
 NAME = "Metadata"
 

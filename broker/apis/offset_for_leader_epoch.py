@@ -9,7 +9,7 @@ from protocol.messages import OffsetForLeaderEpochResponse
 
 from ..security.authorizer import AclOperation, ResourceType
 
-from .replicas import leader_epochs, leader_error
+from ..partitions.replicas import leader_epochs, leader_error
 
 NAME = "OffsetForLeaderEpoch"
 

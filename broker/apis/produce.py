@@ -1,4 +1,5 @@
-"""Produce: validate each partition's record batch, check producer state, append.
+"""Produce: validate each partition's record batch, check producer state, append (the append
+itself is the data plane's: broker/partitions/append.py).
 
 acks 1 and -1 are the same on a single replica; acks 0 sends no response at all.
 
@@ -16,7 +17,7 @@ topic since deleted, even if re-created under the same name with a new id) is UN
 for each of its partitions, decided before authorization as Kafka does. v0-2 are advertised, as
 Kafka 4 advertises them (KAFKA-18659: older librdkafka refuses to compress otherwise), but not
 served: Kafka 4 closes the connection on such a request, whatever it holds, and so does this
-broker (broker/server.py closes on any version outside those served: SERVED in
+broker (broker/network/connection.py closes on any version outside those served: SERVED in
 broker/apis/__init__.py).
 """
 from __future__ import annotations
@@ -25,19 +26,17 @@ from collections import deque
 
 from protocol.errors import ErrorCode
 from protocol.messages import ProduceResponse
-from protocol.records import TRANSACTIONAL_FLAG, CorruptRecordError
+from protocol.records import TRANSACTIONAL_FLAG
 
+from ..partitions.append import (PartitionResponse, append_checked, append_partition,
+                                 check_partition, partition_error)
 from ..security.authorizer import AclOperation, ResourceType
-
-from ..log import InvalidRecordError, validate_batches
-from .replicas import led_elsewhere
 
 NAME = "Produce"
 #: from this version topics go by id
 FIRST_TOPIC_ID_VERSION = 13
 
 TopicResponse = ProduceResponse.TopicProduceResponse
-PartitionResponse = ProduceResponse.PartitionProduceResponse
 
 #: from this version the coordinator adds a produced partition to the transaction itself
 #: (transaction version 2, with epoch bumps)
@@ -54,100 +53,6 @@ _MAGIC_AT, _ATTRIBUTES_LOW_AT = 16, 22  # a v2 batch's magic byte; its attribute
 #: connections whose earlier Produce waits for the transaction coordinator -> the Produce
 #: requests that came after it on that connection
 _WAITING: dict[object, deque] = {}
-
-
-def _error(index: int, code: int, message: str | None = None,
-           log_start_offset: int = -1) -> PartitionResponse:
-    return PartitionResponse(index=index, error_code=code, base_offset=-1,
-                             log_append_time_ms=-1, log_start_offset=log_start_offset,
-                             record_errors=[], error_message=message)
-
-
-def check_partition(broker, topic, index: int, records, conn=None, acks: int = 1):
-    """Kafka's checks on one partition's records before any producer state is looked at: a
-    PartitionResponse with the error, or (partition, batch)."""
-    partition = topic.partitions[index] if topic and 0 <= index < len(topic.partitions) else None
-    if partition is None:
-        return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if topic.internal:
-        return _error(index, ErrorCode.INVALID_TOPIC_EXCEPTION,
-                      f"Cannot append to internal topic {topic.name}")
-    if conn is not None and led_elsewhere(broker, conn, partition):
-        return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    if acks == -1 and len(partition.isr) < len(partition.replicas):
-        # acks=all needs min.insync.replicas in sync (the ISR shrinks only while nodes are down)
-        min_isr = int(broker.topics.config_value(topic, "min.insync.replicas"))
-        if len(partition.isr) < min_isr:
-            return _error(index, ErrorCode.NOT_ENOUGH_REPLICAS,
-                          f"The size of the current ISR {set(partition.isr)} is insufficient to "
-                          f"satisfy the min.isr requirement of {min_isr} for partition "
-                          f"{topic.name}-{index}")
-    if records is None or len(records) == 0:
-        return _error(index, ErrorCode.INVALID_RECORD, "no record batches")
-    try:
-        batches = validate_batches(records)
-    except InvalidRecordError as exc:
-        return _error(index, ErrorCode.INVALID_RECORD, str(exc))
-    except CorruptRecordError as exc:
-        return _error(index, ErrorCode.CORRUPT_MESSAGE, str(exc))
-    if len(batches) != 1:
-        # "Produce requests with version N are only allowed to contain exactly one record
-        # batch per partition": Kafka answers the error without its message
-        return _error(index, ErrorCode.INVALID_RECORD)
-    batch = batches[0]
-    if batch.base_offset != 0:
-        return _error(index, ErrorCode.INVALID_RECORD,
-                      f"The baseOffset of the record batch in the append to "
-                      f"{topic.name}-{index} should be 0, but it is {batch.base_offset}")
-    max_size = int(broker.topics.config_value(topic, "max.message.bytes"))
-    if batch.size > max_size:
-        return _error(index, ErrorCode.MESSAGE_TOO_LARGE,
-                      f"batch of {batch.size} bytes exceeds max.message.bytes {max_size}")
-    # Kafka's LogValidator rejects these without a message ("Clients are not allowed to write
-    # control records", "Invalid sequence number -1 in record batch with producerId ...")
-    if batch.is_control or (batch.producer_id >= 0 and batch.base_sequence < 0):
-        return _error(index, ErrorCode.INVALID_RECORD,
-                      log_start_offset=partition.log.log_start_offset)
-    return partition, batch
-
-
-def append_checked(broker, topic, partition, records, batch, now: int,
-                   verification=None) -> PartitionResponse:
-    """Append one checked batch through the partition's producer state."""
-    index = partition.index
-    append_time = now if broker.topics.config_value(
-        topic, "message.timestamp.type") == "LogAppendTime" else None
-    log = partition.log
-    if batch.producer_id < 0:  # no producer state to check: straight to the log
-        first_offset = log.append(records, log_append_time=append_time,
-                                  partition_leader_epoch=partition.leader_epoch).first_offset
-        duplicate = None
-    else:
-        code, first_offset, duplicate = partition.append_batch(
-            records, batch, verification=verification, log_append_time=append_time)
-        if code:
-            return _error(index, code, log_start_offset=log.log_start_offset)
-    if duplicate is not None:
-        # Kafka answers a duplicate with its original offset and the timestamp it recorded
-        return PartitionResponse(index=index, error_code=ErrorCode.NONE,
-                                 base_offset=first_offset, log_append_time_ms=duplicate.timestamp,
-                                 log_start_offset=log.log_start_offset, record_errors=[],
-                                 error_message=None)
-    broker.metrics.produced(topic.name, batch.record_count)
-    broker.fetches.partition_appended(topic.name, index)
-    return PartitionResponse(index=index, error_code=ErrorCode.NONE, base_offset=first_offset,
-                             log_append_time_ms=-1 if append_time is None else append_time,
-                             log_start_offset=log.log_start_offset, record_errors=[],
-                             error_message=None)
-
-
-def append_partition(broker, topic, index: int, records, now: int,
-                     conn=None, acks: int = 1) -> PartitionResponse:
-    checked = check_partition(broker, topic, index, records, conn, acks)
-    if type(checked) is PartitionResponse:
-        return checked
-    partition, batch = checked
-    return append_checked(broker, topic, partition, records, batch, now)
 
 
 def _has_transactional_records(request) -> bool:
@@ -167,7 +72,7 @@ def _answer_all(request, respond, code: int, message: str | None) -> None:
     """Fail the whole request: every partition gets the same error."""
     respond(ProduceResponse(responses=[
         TopicResponse(name=td.name, topic_id=td.topic_id, partition_responses=[
-            _error(pd.index, code, message) for pd in td.partition_data])
+            partition_error(pd.index, code, message) for pd in td.partition_data])
         for td in request.topic_data]))
 
 
@@ -227,7 +132,7 @@ def _handle(broker, ctx, request, respond) -> None:
         parts = []
         for pd in td.partition_data:
             if acks not in (0, 1, -1):
-                parts.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
+                parts.append(partition_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
             else:
                 parts.append(append_partition(broker, topic, pd.index, pd.records, now,
                                               ctx.conn, acks))
@@ -266,7 +171,8 @@ def _resolve_topic_ids(broker, request, respond):
         if response is not None:
             response.responses.extend(TopicResponse(
                 name="", topic_id=td.topic_id, partition_responses=[
-                    _error(pd.index, ErrorCode.UNKNOWN_TOPIC_ID) for pd in td.partition_data])
+                    partition_error(pd.index, ErrorCode.UNKNOWN_TOPIC_ID)
+                    for pd in td.partition_data])
                 for td in unknown)
         respond(response)
     return respond_with_unknown
@@ -285,7 +191,7 @@ def _authorize_topics(auth, ctx, request, respond):
         if response is not None:
             response.responses.extend(TopicResponse(
                 name=td.name, topic_id=td.topic_id, partition_responses=[
-                    _error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    partition_error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                     for pd in td.partition_data]) for td in denied)
         respond(response)
     return respond_with_denied
@@ -357,7 +263,7 @@ class TransactionalProduce:
                 slot = len(self.slots)
                 self.slots.append((topic, pd))
                 if acks not in (0, 1, -1):
-                    self.answers[slot] = _error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS)
+                    self.answers[slot] = partition_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS)
                     continue
                 result = check_partition(broker, topic, pd.index, pd.records, self.conn, acks)
                 if type(result) is PartitionResponse:
@@ -391,7 +297,7 @@ class TransactionalProduce:
             code, guard = partition.producers.start_verification(
                 producer_id, batch.base_sequence, epoch, supports_epoch_bump)
             if code:
-                self.answers[slot] = _error(partition.index, code)
+                self.answers[slot] = partition_error(partition.index, code)
             elif guard is not None:
                 self.guards[slot] = guard
                 keys.append((partition.topic.name, partition.index))
@@ -433,7 +339,7 @@ class TransactionalProduce:
             code = results.get((partition.topic.name, partition.index), ErrorCode.NONE)
             if code:
                 code, message = _verification_error(code, self.version)
-                answers[slot] = _error(partition.index, code, message)
+                answers[slot] = partition_error(partition.index, code, message)
         now = broker.clock()
         guards = self.guards
         slots = self.slots

@@ -130,7 +130,7 @@ def handle(broker, ctx, request, respond) -> None:
         if epoch == FINAL_EPOCH:
             sessions.final(group_id, member_id)
         else:
-            sessions.advance(group_id, member_id, epoch, conn=ctx.conn)
+            sessions.advance(group_id, member_id, epoch)
     except ShareSessionError as exc:
         respond(_error(exc.code))
         return

@@ -26,7 +26,7 @@ from ..log import OffsetOutOfRange
 from ..purgatory import DelayedOperation
 from ..security.authorization import group_denied
 from ..security.authorizer import AclOperation, ResourceType
-from .replicas import leader_error
+from ..partitions.replicas import leader_error
 from .share_acknowledge import RENEW_VERSION, acknowledge
 from .share_group_heartbeat import valid_member_id
 
@@ -55,9 +55,9 @@ class ShareFetchWork:
     answer is made."""
 
     __slots__ = ("ctx", "group_id", "member_id", "keys", "max_records", "record_limit",
-                 "max_bytes", "acks", "version", "watch")
+                 "max_bytes", "acks", "version", "watch", "session")
 
-    def __init__(self, ctx, request, keys: list, acks: dict, version: int) -> None:
+    def __init__(self, ctx, request, keys: list, acks: dict, version: int, session) -> None:
         self.ctx = ctx
         self.group_id = request.group_id
         self.member_id = request.member_id
@@ -68,6 +68,9 @@ class ShareFetchWork:
         self.acks = acks
         self.version = version
         self.watch: list = []
+        #: the share session the fetch belongs to: once it has ended (its connection closed,
+        #: its member left), a parked fetch acquires nothing more for it
+        self.session = session
 
 
 def _batches(log, data, offset: int, read_committed: bool) -> list[LogBatch]:
@@ -241,7 +244,13 @@ class DelayedShareFetch(DelayedOperation):
         if self.fresh:      # the handler has just tried
             self.fresh = False
             return False
-        fetched, acquired = read(self.broker, self.work)
+        work = self.work
+        if self.broker.shares.sessions.get(work.group_id, work.member_id) is not work.session:
+            # the session ended while the fetch waited: records released for others (by that
+            # very end, say) must not be acquired again for a member nobody answers
+            self.result = {}
+            return True
+        fetched, acquired = read(self.broker, work)
         if acquired or any(d.error_code for d in fetched.values()):
             self.result = fetched
             return True
@@ -286,23 +295,23 @@ def handle(broker, ctx, request, respond) -> None:
                 respond(_error(E.INVALID_REQUEST))
                 return
             session = sessions.open(group_id, member_id, keys, ctx.conn)
-            broker.shares.session_opened()
         elif epoch == FINAL_EPOCH:
             session = sessions.final(group_id, member_id)
         else:
-            session = sessions.advance(group_id, member_id, epoch, keys, forgotten, ctx.conn)
+            session = sessions.advance(group_id, member_id, epoch, keys, forgotten)
     except ShareSessionError as exc:
-        if exc.code == E.SHARE_SESSION_LIMIT_REACHED and request.max_wait_ms > 0:
+        code = exc.code     # ``exc`` is unbound once the except clause ends: the timer keeps this
+        if code == E.SHARE_SESSION_LIMIT_REACHED and request.max_wait_ms > 0:
             # as Kafka: the refusal waits MaxWaitMs, so a consumer retrying it does not spin
             ctx.park()
-            broker.timer.call_later(request.max_wait_ms, lambda: respond(_error(exc.code)))
+            broker.timer.call_later(request.max_wait_ms, lambda: respond(_error(code)))
             return
-        respond(_error(exc.code))
+        respond(_error(code))
         return
     acks = acknowledge(broker, ctx, group_id, member_id, request.topics, version,
                        is_renew) if has_acks else {}
     fetch_keys = [] if epoch == FINAL_EPOCH or is_renew else list(session.partitions)
-    work = ShareFetchWork(ctx, request, fetch_keys, acks, version)
+    work = ShareFetchWork(ctx, request, fetch_keys, acks, version, session)
     fetched, acquired = read(broker, work) if fetch_keys else ({}, 0)
     if acquired or not fetch_keys or request.max_wait_ms <= 0 or \
             any(d.error_code for d in fetched.values()) or not work.watch:

@@ -13,9 +13,9 @@ from protocol.messages import UnregisterBrokerResponse
 
 from ..security.authorizer import AclOperation
 
-from .acls import cluster_denied_message
+from ..security.acl_apis import cluster_denied_message
 
-from .replicas import broker_ids
+from ..partitions.replicas import broker_ids
 
 NAME = "UnregisterBroker"
 

@@ -15,7 +15,7 @@ from broker.security.authorizer import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages import UpdateFeaturesResponse
 
-from .acls import cluster_denied_message
+from ..security.acl_apis import cluster_denied_message
 
 NAME = "UpdateFeatures"
 

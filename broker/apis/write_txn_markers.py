@@ -20,7 +20,7 @@ from ..coordinator.records import append_error
 from ..security.authorizer import AclOperation
 from ..topics import OFFSETS_TOPIC
 from ..txn_markers import write_txn_markers
-from .replicas import leader_error
+from ..partitions.replicas import leader_error
 
 NAME = "WriteTxnMarkers"
 

@@ -188,7 +188,7 @@ def main(argv=None) -> int:
     if args.command == "healthcheck":
         return healthcheck(config)
     from ..logging import configure_logging
-    from ..server import tune_malloc
+    from ..network.process_tuning import tune_malloc
     configure_logging(config["log.format"], config["log.level"])
     tune_malloc()
     try:

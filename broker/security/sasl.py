@@ -13,9 +13,10 @@ expiry) a session has a lifetime, sent in SaslAuthenticate v1+; a client re-auth
 sending SaslHandshake again on the authenticated connection, with the same mechanism and the same
 principal; past its session any other request closes the connection.
 
-The authenticator knows nothing of sockets: the connection (broker/server.py) gives it every frame
-first (``screen``) while it has something to say, and the SaslHandshake and SaslAuthenticate
-handlers (broker/apis/sasl_handshake.py, sasl_authenticate.py) call it. Its clock is injected.
+The authenticator knows nothing of sockets: the connection (broker/network/connection.py)
+gives it every frame first (``screen``) while it has something to say, and the SaslHandshake and
+SaslAuthenticate handlers (broker/apis/sasl_handshake.py, sasl_authenticate.py) call it. Its clock
+is injected.
 """
 from __future__ import annotations
 

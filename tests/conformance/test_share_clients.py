@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from collections import defaultdict
 
@@ -151,3 +152,80 @@ def test_confluent_share_consumers(target):
     print(f"{target.name}: confluent-kafka first record after {first:.2f} s, all "
           f"{total} settled after {time.monotonic() - started:.2f} s, by consumer "
           f"{ {w: sum(1 for d in seen.values() for x in d if x[0] == w) for w in 'ab'} }")
+
+
+# --------------------------------------------------------------------------- a killed consumer
+
+#: a share consumer in a process of its own: it acquires records, says which, and sits on them
+#: (explicit mode, no acknowledgement) until it is killed
+HOLDER = r"""
+import json, sys, time
+import confluent_kafka as ck
+port, topic, group = sys.argv[1:4]
+c = ck.ShareConsumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": group,
+                      "share.acknowledgement.mode": "explicit", "client.id": "ck-holder"})
+c.subscribe([topic])
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    held = [(m.offset(), m.delivery_count()) for m in c.poll(0.5) if m.error() is None]
+    if held:
+        print(json.dumps(held), flush=True)
+        break
+time.sleep(600)
+"""
+
+
+def test_a_killed_share_consumer_releases_its_records_at_once(target):
+    """A share consumer killed (kill -9) while it holds acquired records: the broker sees its
+    connection close and ends its share session, releasing the records at once, as Kafka's
+    ShareSessionCache does from its connection disconnect listener. The other consumer gets
+    them as a second delivery long before their acquisition lock (30 s) would have expired."""
+    import confluent_kafka as ck
+    total = 20
+    admin = RawClient(target.port, client_id="share-admin")
+    topic, group = topics.create_topic(admin, unique("share-kill"), 1), unique("share-kill-g")
+    assert alter_group_configs(admin, group, ("share.auto.offset.reset", "earliest", 0)) == \
+        (E.NONE, None)
+    produce(admin, topic, total)
+    admin.close()
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(target.port), topic, group],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    other = None
+    try:
+        line = holder.stdout.readline()
+        assert line, f"{target.name}: the holder said nothing: {holder.stderr.read()[-2000:]}"
+        held = dict(json.loads(line))
+        assert held and all(count == 1 for count in held.values()), held
+        other = ck.ShareConsumer({"bootstrap.servers": f"127.0.0.1:{target.port}",
+                                  "group.id": group, "share.acknowledgement.mode": "explicit",
+                                  "client.id": "ck-other"})
+        other.subscribe([topic])
+        seen: dict[int, int] = {}
+        started = time.monotonic()
+        while time.monotonic() - started < 3:        # joined; what the holder has is not free
+            for msg in other.poll(0.2):
+                assert msg.error() is None, msg.error()
+                seen[msg.offset()] = msg.delivery_count()
+                other.acknowledge(msg, ck.AcknowledgeType.ACCEPT)
+        assert not set(seen) & set(held), (target.name, seen, held)
+        killed = time.monotonic()
+        holder.kill()
+        holder.wait(10)
+        while len(seen) < total and time.monotonic() - killed < 10:
+            for msg in other.poll(0.2):
+                assert msg.error() is None, msg.error()
+                seen[msg.offset()] = msg.delivery_count()
+                other.acknowledge(msg, ck.AcknowledgeType.ACCEPT)
+        after = time.monotonic() - killed
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait(10)
+        if other is not None:
+            other.close()
+    assert sorted(seen) == list(range(total)), (target.name, seen, held)
+    assert {offset: seen[offset] for offset in held} == {offset: 2 for offset in held}, \
+        (target.name, seen, held)
+    assert after < 10, (target.name, after)     # the lock is 30 s: the disconnect released them
+    print(f"{target.name}: {len(held)} records held by the killed consumer, all {total} at the "
+          f"other {after:.2f} s after the kill")

@@ -129,23 +129,44 @@ def test_a_deleted_topic_takes_its_share_partitions():
     assert list(lead.partitions_of("g")) == [(other, 0)] and "h" not in lead.groups
 
 
-def test_a_closed_connection_ends_its_session_and_releases():
+def test_a_closed_connection_ends_the_sessions_it_opened_and_releases():
+    """Kafka's ShareSessionCache on disconnect: the sessions the connection opened end at once and
+    what their members held is available again; other connections' sessions stay."""
     lead, clock, timer, woken = leader()
-
-    class Conn:
-        closed = False
-    conn = Conn()
+    lead.sessions.max_sessions = 10
+    conn, other = object(), object()
     sp = lead.partition("g", (T, 0), 0, 0)
     sp.acquire("m", [LogBatch(0, 4)], 0, 500)
+    sp.acquire("n", [LogBatch(5, 6)], 0, 500)
     lead.sessions.open("g", "m", [(T, 0)], conn)
-    lead.session_opened()
-    clock.now = 1000
-    timer.advance(clock.now)
-    assert lead.sessions.get("g", "m") is not None and sp.available == 0
-    conn.closed = True
-    clock.now = 1200
-    timer.advance(clock.now)
+    lead.sessions.open("g", "n", [(T, 0)], other)
+    lead.sessions.advance("g", "m", 1)
+    lead.connection_closed(object())                    # a connection with no session
+    assert lead.sessions.get("g", "m") is not None and sp.available == 0 and woken == []
+    lead.connection_closed(conn)                        # no timer advanced: at once
     assert lead.sessions.get("g", "m") is None and sp.available == 5 and woken == [(T, 0)]
-    clock.now = 5000
-    timer.advance(clock.now)
-    assert not lead.timer.is_scheduled(("sessions",))     # no session left: no sweep
+    assert lead.sessions.get("g", "n") is not None and conn not in lead.sessions.by_connection
+    lead.connection_closed(conn)                        # told twice: nothing more
+    assert sp.available == 5 and woken == [(T, 0)]
+
+
+def test_a_session_ended_otherwise_is_no_longer_its_connections():
+    """A session closed at epoch -1, replaced at epoch 0 on another connection, or of a member
+    that left is not ended again when the first connection closes."""
+    lead, clock, timer, woken = leader()
+    lead.sessions.max_sessions = 10
+    first, second = object(), object()
+    sp = lead.partition("g", (T, 0), 0, 0)
+    lead.sessions.open("g", "m", [(T, 0)], first)
+    lead.sessions.open("g", "m", [(T, 0)], second)      # epoch 0 again, on a new connection
+    assert first not in lead.sessions.by_connection
+    sp.acquire("m", [LogBatch(0, 1)], 0, 500)
+    lead.connection_closed(first)
+    assert lead.sessions.get("g", "m") is not None and sp.available == 0
+    lead.close_session("g", "m")                        # epoch -1
+    assert lead.sessions.by_connection == {} and sp.available == 2
+    lead.sessions.open("g", "x", [(T, 0)], first)
+    lead.on_member_left("g", "x")
+    lead.sessions.open("g", "y", [(T, 0)], first)
+    lead.on_group_deleted("g")
+    assert lead.sessions.by_connection == {} and lead.sessions.sessions == {}

@@ -1,8 +1,8 @@
-"""The SASL state machine of a connection (broker/security/sasl.py through broker/server.py's
-handle_frame and the SaslHandshake/SaslAuthenticate handlers), on the fake transports and the
-injected clock of tests/test_connections.py: handshake orders, the v0 flow of raw tokens, bad
-tokens, the frame bound before authentication, re-authentication and session expiry. No
-sockets, no sleeping."""
+"""The SASL state machine of a connection (broker/security/sasl.py through
+broker/network/connection.py's handle_frame and the SaslHandshake/SaslAuthenticate handlers), on
+the fake transports and the injected clock of tests/test_connections.py: handshake orders, the v0
+flow of raw tokens, bad tokens, the frame bound before authentication, re-authentication and
+session expiry. No sockets, no sleeping."""
 from __future__ import annotations
 
 import struct
@@ -22,7 +22,8 @@ from broker.purgatory import Timer
 from broker.security import ANONYMOUS, KafkaPrincipal
 from broker.security.sasl import SaslServers
 from broker.security.scram import ScramCredentialStore
-from broker.server import FAILED_ANSWER_LINGER_MS, KafkaConnection, Server
+from broker.network.connection import FAILED_ANSWER_LINGER_MS, KafkaConnection
+from broker.network.socket_server import Server
 from broker.faults import Faults
 from protocol.errors import ErrorCode
 from protocol.framing import encode_request, read_response_header

@@ -24,10 +24,6 @@ from .sessions import ShareSessionCache
 
 log = structlog.get_logger("broker.share")
 
-#: how often the share sessions' connections are looked at: a closed one ends its session and
-#: releases its records (Kafka does it when the connection closes)
-SESSION_SWEEP_MS = 200
-
 #: the group configs (GROUP resource) a share partition reads, and the broker settings that
 #: give their defaults
 GROUP_SETTINGS = {
@@ -227,18 +223,16 @@ class ShareLeader(ShareGroupListener):
                 self.locks_changed(group_id, key)
         return released
 
-    def session_opened(self) -> None:
-        """A share session exists: its connection is watched (one timer entry for all)."""
-        if not self.timer.is_scheduled(("sessions",)):
-            self.timer.schedule(("sessions",), SESSION_SWEEP_MS, self._sweep_sessions)
-
-    def _sweep_sessions(self) -> None:
-        for session in self.sessions.closed():
+    def connection_closed(self, conn) -> None:
+        """A client connection closed (the network layer's disconnect listener): the share
+        sessions it opened end and release what their members held, as Kafka's
+        ShareSessionCache does on disconnect."""
+        if not self.sessions.by_connection:
+            return
+        for session in self.sessions.opened_by(conn):
             log.debug("share session ended: its connection closed", group=session.group_id,
                       member=session.member_id)
             self.close_session(session.group_id, session.member_id)
-        if self.sessions.sessions:
-            self.timer.schedule(("sessions",), SESSION_SWEEP_MS, self._sweep_sessions)
 
     def close_session(self, group_id: str, member_id: str) -> None:
         """ShareFetch or ShareAcknowledge at epoch -1 was answered: the session goes, and what

@@ -4,6 +4,11 @@ ShareFetch epoch 0 opens a session with the partitions it names (an existing one
 member is replaced); each later ShareFetch or ShareAcknowledge carries the next epoch and may add
 (fetch) or forget partitions; epoch -1 closes it. At most ``max_sessions``
 (``group.share.max.share.sessions``) exist: one more is SHARE_SESSION_LIMIT_REACHED.
+
+A session belongs to the client connection that opened it: when that connection closes (a
+consumer killed without ending its session), the session ends, as Kafka's ShareSessionCache ends
+it from its ConnectionDisconnectListener (the network layer tells broker/coordinator/share/
+leader.py, which releases what the member held).
 """
 from __future__ import annotations
 
@@ -35,8 +40,7 @@ class ShareSession:
     def __init__(self, group_id: str, member_id: str, partitions, conn=None) -> None:
         self.group_id = group_id
         self.member_id = member_id
-        #: the connection of the session's last request (its ``closed`` is watched: a closed
-        #: connection ends the session, as Kafka's disconnect listener does)
+        #: the client connection that opened the session: its close ends the session
         self.conn = conn
         self.epoch = next_epoch(INITIAL_EPOCH)      # the epoch the next request carries
         #: (topic id, partition) in the order the consumer named them
@@ -47,6 +51,8 @@ class ShareSessionCache:
     def __init__(self, max_sessions: int) -> None:
         self.max_sessions = max_sessions
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        #: connection -> the keys of the sessions it opened (Kafka's connectionIdToSessionMap)
+        self.by_connection: dict[object, set[tuple[str, str]]] = {}
 
     def get(self, group_id: str, member_id: str) -> ShareSession | None:
         return self.sessions.get((group_id, member_id))
@@ -54,14 +60,16 @@ class ShareSessionCache:
     def open(self, group_id: str, member_id: str, partitions, conn=None) -> ShareSession:
         """Epoch 0: a new session, replacing the member's old one."""
         key = (group_id, member_id)
-        self.sessions.pop(key, None)
+        self.remove(group_id, member_id)
         if len(self.sessions) >= self.max_sessions:
             raise ShareSessionError(E.SHARE_SESSION_LIMIT_REACHED)
         session = self.sessions[key] = ShareSession(group_id, member_id, partitions, conn)
+        if conn is not None:
+            self.by_connection.setdefault(conn, set()).add(key)
         return session
 
-    def advance(self, group_id: str, member_id: str, epoch: int, add=(), forget=(),
-                conn=None) -> ShareSession:
+    def advance(self, group_id: str, member_id: str, epoch: int, add=(),
+                forget=()) -> ShareSession:
         """A request at ``epoch`` > 0 on an existing session: check the epoch, update the
         partitions, expect the next epoch."""
         session = self.sessions.get((group_id, member_id))
@@ -74,8 +82,6 @@ class ShareSessionCache:
         for key in forget:
             session.partitions.pop(key, None)
         session.epoch = next_epoch(epoch)
-        if conn is not None:
-            session.conn = conn
         return session
 
     def final(self, group_id: str, member_id: str) -> ShareSession:
@@ -86,13 +92,22 @@ class ShareSessionCache:
         return session
 
     def remove(self, group_id: str, member_id: str) -> ShareSession | None:
-        return self.sessions.pop((group_id, member_id), None)
+        key = (group_id, member_id)
+        session = self.sessions.pop(key, None)
+        if session is not None and session.conn is not None:
+            owned = self.by_connection.get(session.conn)
+            if owned is not None:
+                owned.discard(key)
+                if not owned:
+                    del self.by_connection[session.conn]
+        return session
 
-    def closed(self) -> list[ShareSession]:
-        """The sessions whose connection has closed."""
-        return [s for s in self.sessions.values()
-                if s.conn is not None and getattr(s.conn, "closed", False)]
+    def opened_by(self, conn) -> list[ShareSession]:
+        """The sessions ``conn`` opened and that are still open; it closed, so they are
+        forgotten here (the caller ends them)."""
+        keys = self.by_connection.pop(conn, ())
+        return [self.sessions[key] for key in keys if key in self.sessions]
 
     def remove_group(self, group_id: str) -> None:
-        for key in [k for k in self.sessions if k[0] == group_id]:
-            del self.sessions[key]
+        for group, member in [k for k in self.sessions if k[0] == group_id]:
+            self.remove(group, member)

@@ -66,9 +66,11 @@ def denied(broker, ctx) -> bool:
 class ShareCoordinatorService:
     """Routes, runs and stores the operations of the share-group state APIs."""
 
-    def __init__(self, broker, store) -> None:
+    def __init__(self, broker, store, create_topic: Callable) -> None:
         self.broker = broker
         self.store = store
+        #: ``create_topic()`` makes __share_group_state (broker/share_state_topic.py's create)
+        self.create_topic = create_topic
         self._write = None
         #: ``changed(group, topic id, partition)`` after an API changed stored state: the
         #: share-partition leader reads it again (persister.py)
@@ -84,8 +86,7 @@ class ShareCoordinatorService:
         topics = self.broker.topics
         topic = topics.get(TOPIC)
         if topic is None and create:
-            from ... import share_state_topic
-            topic = share_state_topic.create(self.broker)
+            topic = self.create_topic()
         return topic
 
     def coordinator_of(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int | None:

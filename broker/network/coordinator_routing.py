@@ -5,7 +5,7 @@ node leading its partition of __consumer_offsets or __transaction_state (FindCoo
 it). Kafka's coordinator runtime answers NOT_COORDINATOR for a key whose partition it does not
 host, and the client looks the coordinator up again. In this process every node reaches the
 same coordinator shards, so the check is made once per request, before its handler: the keys
-coordinated elsewhere get NOT_COORDINATOR where the API carries it (broker/apis/
+coordinated elsewhere get NOT_COORDINATOR where the API carries it (broker/network/
 error_placement.py) and the handler answers the others. One node coordinates everything: no
 request is looked at.
 """

@@ -2,7 +2,7 @@
 levels that carry an error code (top level, per group, per transactional id, per topic, per
 partition) are paired with the request's arrays of the same kind. Fault injection
 (broker/faults.py) answers its errors through this, and so does a node asked about a
-group or transaction it does not coordinate (broker/apis/coordinator_routing.py).
+group or transaction it does not coordinate (broker/network/coordinator_routing.py).
 
 An error aimed at some entries (``match``: a group, transactional id, topic or partition, or a
 set of them) goes on those entries only, and the rest of the request is handled as usual;

@@ -23,7 +23,7 @@ from collections import deque
 from protocol.errors import ErrorCode
 from protocol.records import TRANSACTIONAL_FLAG
 
-from .txn_markers import parse_end_marker
+from ..txn_markers import parse_end_marker
 
 CACHED_BATCHES = 5
 INT32_MAX = 2**31 - 1
