@@ -16,6 +16,7 @@ import keyword
 import pathlib
 import re
 import struct
+import threading
 import uuid
 from collections.abc import Mapping
 
@@ -623,9 +624,14 @@ class _Gen:
 
 
 class Codec:
-    """Owns the compiled functions; compiles each (struct, version) on first use."""
+    """Owns the compiled functions; compiles each (struct, version) on first use.
+
+    Compiling is done under one lock: a function is published in the namespace before the
+    nested ones it calls, so a second thread must not pick it up half way (a test decoding
+    answers from several threads at once met ``NameError`` for a nested decoder)."""
 
     def __init__(self) -> None:
+        self.lock = threading.RLock()
         self.ns = {
             "read_uvarint": read_uvarint, "write_uvarint": write_uvarint, "_fail": _fail,
             "_skip_tags": _skip_tags, "_U8": _U8, "_UUID": uuid.UUID, "_ZERO_UUID": ZERO_UUID,
@@ -670,6 +676,10 @@ class Codec:
     def bytes_function(self, sdef: StructDef, version: int, flexible: bool):
         """``b(o) -> bytes`` for a top-level message: the encoder's body with a local writer
         and one join, or a single expression when the whole encoding is one ``w(...)``."""
+        with self.lock:
+            return self._bytes_function(sdef, version, flexible)
+
+    def _bytes_function(self, sdef: StructDef, version: int, flexible: bool):
         self.function("e", sdef, version, flexible)  # compiles every nested encoder it uses
         name = f"b_{sdef.owner}_{sdef.name}_v{version}{'f' if flexible else ''}"
         if name not in self.ns:
@@ -683,14 +693,15 @@ class Codec:
         return self.ns[name]
 
     def function(self, kind: str, sdef: StructDef, version: int, flexible: bool):
-        name = self._ref(kind, sdef, version, flexible)
-        if name not in self.ns:
-            while self.pending:
-                k, s, v, fl, n = self.pending.pop()
-                gen = _Gen(self, s, v, fl)
-                src = gen.decode_source(n) if k == "d" else gen.encode_source(n)
-                exec(compile(src, f"<{n}>", "exec"), self.ns)
-        return self.ns[name]
+        with self.lock:
+            name = self._ref(kind, sdef, version, flexible)
+            if name not in self.ns:
+                while self.pending:
+                    k, s, v, fl, n = self.pending.pop()
+                    gen = _Gen(self, s, v, fl)
+                    src = gen.decode_source(n) if k == "d" else gen.encode_source(n)
+                    exec(compile(src, f"<{n}>", "exec"), self.ns)
+            return self.ns[name]
 
 
 _CODEC = Codec()
@@ -859,7 +870,10 @@ class MessageTable(Mapping):
     def __getitem__(self, name: str) -> type:
         cls = self._built.get(name)
         if cls is None:
-            cls = self._built[name] = _build_message(self.specs[name])
+            with _CODEC.lock:  # one class per name, whichever thread asks first
+                cls = self._built.get(name)
+                if cls is None:
+                    cls = self._built[name] = _build_message(self.specs[name])
         return cls
 
     def __iter__(self):
