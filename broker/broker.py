@@ -8,7 +8,7 @@ import structlog
 
 from . import apis
 from .config import BrokerConfig
-from .coordinator_log import begin_loading_all
+from .coordinator.common.storage import begin_loading_all
 from .fetch_purgatory import FetchPurgatory
 from .fetch_sessions import MIN_FETCH_PARTITION_BYTES, FetchSessionCache
 from .offsets_topic import OFFSETS_TOPIC_CONFIGS, build_coordinator, load_all

@@ -419,7 +419,7 @@ class Faults:
         return len(pending)
 
     def _loaded(self, runtime, topic: str, partition: int) -> None:
-        from .coordinator_log import read_entries
+        from .coordinator.common.storage import read_entries
         self.loads.pop((topic, partition), None)
         log_ = self.broker.topics.partition(topic, partition).log
         runtime.load(partition, read_entries(log_))

@@ -1,6 +1,6 @@
 """The group coordinator's storage: partition N of ``__consumer_offsets`` belongs to shard N.
 
-The coordinator hands over records in Kafka's own key/value formats; coordinator_log.py appends
+The coordinator hands over records in Kafka's own key/value formats; coordinator/common/storage.py appends
 them through the same partition logs as user topics, so tools that read ``__consumer_offsets``
 understand them, and replays them at start.
 """
@@ -10,10 +10,10 @@ import asyncio
 
 import structlog
 
-from . import coordinator_log
+from .coordinator.common import storage as coordinator_log
 from .coordinator import GroupCoordinator
 from .coordinator.coordinator import TopicsView
-from .coordinator_log import marker_writer, partition_writer
+from .coordinator.common.storage import marker_writer, partition_writer
 from .topics import OFFSETS_TOPIC
 
 #: the configs Kafka creates __consumer_offsets with; segment.bytes comes from

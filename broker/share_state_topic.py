@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import structlog
 
-from . import coordinator_log
-from .coordinator.runtime import EndMarker
+from .coordinator.common import storage as coordinator_log
+from .coordinator.common.runtime import EndMarker
 from .coordinator.share import state
 
 log = structlog.get_logger("broker.share")

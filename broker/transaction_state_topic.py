@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import structlog
 
-from . import coordinator_log
+from .coordinator.common import storage as coordinator_log
 from .coordinator.transaction import TransactionCoordinator
 from .topics import TRANSACTION_STATE_TOPIC
 

@@ -5,7 +5,7 @@ See coordinator.py for the contract with the broker (clock, timer, persist, load
 """
 from .coordinator import CoordinatorConfig, GroupCoordinator
 from .group import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
-from .hashing import java_string_hashcode, partition_for
+from .common.hashing import java_string_hashcode, partition_for
 from .shard import GroupCoordinatorShard
 
 __all__ = ["CoordinatorConfig", "GroupCoordinator", "GroupCoordinatorShard", "GroupMetadata",

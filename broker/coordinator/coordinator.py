@@ -40,7 +40,7 @@ from ..purgatory import DelayedOperationPurgatory, Timer
 from .group import GroupState
 from .classic.manager import make_join_callback, make_sync_callback
 from .consumer.group import ConsumerGroup, GroupError
-from .runtime import CoordinatorRuntime, settings_from
+from .common.runtime import CoordinatorRuntime, settings_from
 from .context import Stats
 from .shard import GroupCoordinatorShard
 from .share.group import ShareGroup

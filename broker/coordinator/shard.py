@@ -5,7 +5,7 @@ path. The protocols work on its groups: classic/manager.py (JoinGroup, SyncGroup
 LeaveGroup, DescribeGroups) and offsets.py (OffsetCommit, OffsetFetch, OffsetDelete, retention).
 
 Sans-I/O. The shard gets requests, the injected clock, the shared timer and purgatories, and the
-runtime's ``persist`` functions (runtime.py); it answers through callbacks. Durable state —
+runtime's ``persist`` functions (common/runtime.py); it answers through callbacks. Durable state —
 committed offsets and each group's persisted metadata (generation, protocol, leader, members with
 their subscriptions and assignments) — changes only by applying records of Kafka's
 __consumer_offsets format (records.py), through :meth:`GroupCoordinatorShard.replay`: the same code
@@ -33,7 +33,7 @@ from .consumer.manager import ConsumerGroupManager
 from .group import DEAD, EMPTY, GroupMetadata
 from .offsets import OffsetMetadataManager
 from .records import append_error
-from .runtime import NO_PRODUCER_ID, CoordinatorShard
+from .common.runtime import NO_PRODUCER_ID, CoordinatorShard
 from .share import records as srec
 from .share.group import ShareGroup
 from .share.manager import ShareGroupManager

@@ -6,7 +6,7 @@ from protocol import messages as m
 
 from broker.coordinator import records as rec
 from broker.coordinator.group import OffsetAndMetadata
-from broker.coordinator.hashing import java_abs, java_string_hashcode, partition_for
+from broker.coordinator.common.hashing import java_abs, java_string_hashcode, partition_for
 from tests.coordinator.harness import E, Harness, assignment, committed
 from tests.coordinator.test_scenarios import form, static_group
 

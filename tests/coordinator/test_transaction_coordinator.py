@@ -12,7 +12,7 @@ from protocol.errors import ErrorCode
 from broker.coordinator import GroupCoordinator
 from broker.coordinator import records as rec
 from broker.coordinator.group import OffsetAndMetadata
-from broker.coordinator.runtime import EndMarker
+from broker.coordinator.common.runtime import EndMarker
 from broker.coordinator.transaction import TransactionCoordinator
 from broker.coordinator.transaction.coordinator import SWEEP_SLICE
 from broker.coordinator.transaction.metadata import TransactionState

@@ -12,7 +12,7 @@ A heartbeat is handled in three steps, as in Kafka:
 The handler reads the group and returns the records of what changed and the response; the
 shard stores the records, replays them into the group (:meth:`replay`, the same code that
 rebuilds the group at load) and only then answers. Session and revocation timeouts are keyed
-timers (coordinator_timer.py) that fence a member through the same write path.
+timers (common/timer.py) that fence a member through the same write path.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from protocol.errors import ErrorCode
 
 from .. import records as rec
 from ..context import GroupContext
-from ..coordinator_timer import CoordinatorTimer
+from ..common.timer import CoordinatorTimer
 from ..group import DEAD, EMPTY, STABLE, GroupMetadata
 from . import records as crec
 from .assignors import (ASSIGNORS, HETEROGENEOUS, HOMOGENEOUS, GroupSpec,

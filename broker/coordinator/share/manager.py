@@ -22,7 +22,7 @@ from protocol.errors import ErrorCode
 from .. import records as rec
 from ..consumer.group import ConsumerGroupMember, GroupError, metadata_hash
 from ..consumer.records import assignment_of
-from ..coordinator_timer import CoordinatorTimer
+from ..common.timer import CoordinatorTimer
 from ..group import DEAD
 from . import records as srec
 from .assignor import assign

@@ -3,7 +3,7 @@ transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, the verification 
 Produce and TxnOffsetCommit, DescribeTransactions, ListTransactions, and the abort of
 transactions that outlive their timeout.
 
-Sans-I/O on the coordinator runtime (runtime.py). The broker supplies, besides the clock, timer
+Sans-I/O on the coordinator runtime (common/runtime.py). The broker supplies, besides the clock, timer
 and ``persist`` for ``__transaction_state``:
 
 * ``write_markers(producer_id, producer_epoch, commit, coordinator_epoch, partitions,
@@ -36,9 +36,9 @@ from protocol.errors import ErrorCode
 
 from ...config import kafka_default
 from ...purgatory import Timer
-from ..coordinator_timer import CoordinatorTimer
+from ..common.timer import CoordinatorTimer
 from ..records import append_error
-from ..runtime import CoordinatorRuntime, settings_from
+from ..common.runtime import CoordinatorRuntime, settings_from
 from . import records
 from .metadata import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SHORT_MAX, IllegalTransition,
                        ProducerFenced, TransactionMetadata, TransactionState, TxnTransit)

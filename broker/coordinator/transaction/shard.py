@@ -13,7 +13,7 @@ import structlog
 
 from protocol.errors import ErrorCode
 
-from ..runtime import NO_PRODUCER_ID, CoordinatorShard
+from ..common.runtime import NO_PRODUCER_ID, CoordinatorShard
 from . import records as rec
 from .metadata import TransactionMetadata, TransactionState, TxnTransit
 

@@ -10,7 +10,7 @@ the shard of that partition owns the key's state. Both coordinators get from her
 * the write path: :meth:`CoordinatorShard.write` persists records, applies them with the same
   code as the replay, and only then calls back; :meth:`CoordinatorShard.write_marker` writes a
   transaction marker into the partition (transactional offset commits end with one);
-* the keyed timer (coordinator_timer.py).
+* the keyed timer (timer.py).
 
 Sans-I/O: the broker supplies ``persist(partition, records, on_done, producer=None)`` (records
 are ``(key, value)`` bytes; ``producer`` is ``(producer_id, producer_epoch)`` for a transactional
