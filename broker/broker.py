@@ -12,7 +12,7 @@ from .coordinator.common.storage import begin_loading_all
 from .fetch_purgatory import FetchPurgatory
 from .fetch_sessions import MIN_FETCH_PARTITION_BYTES, FetchSessionCache
 from .offsets_topic import OFFSETS_TOPIC_CONFIGS, build_coordinator, load_all
-from .producer_ids import ProducerIdManager
+from .coordinator.transaction.producer_ids import ProducerIdManager
 from .security import SASL_PROTOCOLS
 from .security.scram import ScramCredentialStore
 from .http.server import HttpServer
@@ -28,8 +28,9 @@ from .features import Features
 from .client_quotas import ClientQuotas
 from .timer import AsyncioTimerDriver
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager
-from .transaction_state_topic import (TRANSACTION_STATE_CONFIGS, build_transaction_coordinator,
-                                      load_all as load_transactions)
+from .coordinator.transaction.storage import (TRANSACTION_STATE_CONFIGS,
+                                              build_transaction_coordinator,
+                                              load_all as load_transactions)
 
 log = structlog.get_logger("broker")
 
