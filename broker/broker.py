@@ -11,7 +11,7 @@ from .config import BrokerConfig
 from .coordinator.common.storage import begin_loading_all
 from .fetch_purgatory import FetchPurgatory
 from .fetch_sessions import MIN_FETCH_PARTITION_BYTES, FetchSessionCache
-from .offsets_topic import OFFSETS_TOPIC_CONFIGS, build_coordinator, load_all
+from .coordinator.group.storage import OFFSETS_TOPIC_CONFIGS, build_coordinator, load_all
 from .coordinator.transaction.producer_ids import ProducerIdManager
 from .security import SASL_PROTOCOLS
 from .security.scram import ScramCredentialStore
@@ -20,9 +20,9 @@ from .metrics import Metrics
 from .security.authorization import Authorization
 from .server import Server
 from .faults import Faults
-from .coordinator.group_configs import GroupConfigs
-from .coordinator.share.leader import ShareLeader
-from . import share_state_topic
+from .coordinator.group.group_configs import GroupConfigs
+from .coordinator.group.share.leader import ShareLeader
+from .coordinator.group.share import storage as share_state_topic
 from .cluster import Cluster
 from .features import Features
 from .client_quotas import ClientQuotas

@@ -337,7 +337,7 @@ class Faults:
                 raise FaultError(f"group {group_id!r} has no member {member_id!r}")
             shard.share.expire_member(group_id, member_id)   # the session timeout's path
             return {"group": group_id, "member_id": member_id}
-        from .coordinator.consumer.group import ConsumerGroup
+        from .coordinator.group.consumer.group import ConsumerGroup
         consumer = isinstance(group, ConsumerGroup)
         if fault.action == "rebalance":
             if consumer:

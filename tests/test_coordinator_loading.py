@@ -10,8 +10,8 @@ import struct
 from broker.coordinator.common import storage as coordinator_log
 from broker.broker import Broker
 from broker.config import BrokerConfig
-from broker.coordinator import records as rec
-from broker.coordinator.group import OffsetAndMetadata
+from broker.coordinator.group import records as rec
+from broker.coordinator.group.group import OffsetAndMetadata
 from broker.coordinator.common.runtime import EndMarker
 from broker.log import LogConfig, MemoryLog
 from broker.topics import Partition

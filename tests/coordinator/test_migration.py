@@ -10,8 +10,8 @@ import pytest
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from broker.coordinator.consumer.group import ConsumerGroup
-from broker.coordinator.group import GroupMetadata
+from broker.coordinator.group.consumer.group import ConsumerGroup
+from broker.coordinator.group.group import GroupMetadata
 
 from .consumer_harness import ConsumerHarness, FakeTopics
 from .harness import Ctx, Reply

@@ -6,7 +6,7 @@ import pytest
 from protocol import messages as m
 from protocol.errors import KafkaError
 
-from broker.coordinator import records as rec
+from broker.coordinator.group import records as rec
 from tests.coordinator.harness import (E, Ctx, Harness, Reply, assignment, commit_errors,
                                        committed, subscription)
 from tests.coordinator.test_scenarios import form

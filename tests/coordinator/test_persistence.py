@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from protocol import messages as m
 
-from broker.coordinator import records as rec
-from broker.coordinator.group import OffsetAndMetadata
+from broker.coordinator.group import records as rec
+from broker.coordinator.group.group import OffsetAndMetadata
 from broker.coordinator.common.hashing import java_abs, java_string_hashcode, partition_for
 from tests.coordinator.harness import E, Harness, assignment, committed
 from tests.coordinator.test_scenarios import form, static_group

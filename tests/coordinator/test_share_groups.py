@@ -8,8 +8,8 @@ import uuid
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from broker.coordinator import GroupCoordinator
-from broker.coordinator.share.assignor import assign
+from broker.coordinator.group import GroupCoordinator
+from broker.coordinator.group.share.assignor import assign
 from broker.purgatory import Timer
 
 from .consumer_harness import FakeTopics

@@ -9,9 +9,9 @@ from structlog.testing import capture_logs
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from broker.coordinator import GroupCoordinator
-from broker.coordinator import records as rec
-from broker.coordinator.group import OffsetAndMetadata
+from broker.coordinator.group import GroupCoordinator
+from broker.coordinator.group import records as rec
+from broker.coordinator.group.group import OffsetAndMetadata
 from broker.coordinator.common.runtime import EndMarker
 from broker.coordinator.transaction import TransactionCoordinator
 from broker.coordinator.transaction.coordinator import SWEEP_SLICE

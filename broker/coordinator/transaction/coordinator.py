@@ -37,7 +37,7 @@ from protocol.errors import ErrorCode
 from ...config import kafka_default
 from ...purgatory import Timer
 from ..common.timer import CoordinatorTimer
-from ..records import append_error
+from ..group.records import append_error
 from ..common.runtime import CoordinatorRuntime, settings_from
 from . import records
 from .metadata import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SHORT_MAX, IllegalTransition,

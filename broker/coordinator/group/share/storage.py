@@ -1,14 +1,14 @@
 """The share partitions' storage: ``__share_group_state`` (compacted), created at its first
 write as Kafka creates it when a share group first needs it, written by
-broker/coordinator/share/leader.py at each change of a share partition and read back at start,
+broker/coordinator/group/share/leader.py at each change of a share partition and read back at start,
 before the listeners accept (share/state.py holds the record formats)."""
 from __future__ import annotations
 
 import structlog
 
-from .coordinator.common import storage as coordinator_log
-from .coordinator.common.runtime import EndMarker
-from .coordinator.share import state
+from ...common import storage as coordinator_log
+from ...common.runtime import EndMarker
+from . import state
 
 log = structlog.get_logger("broker.share")
 

@@ -16,7 +16,7 @@ from typing import Callable
 
 import structlog
 
-from ..common.timer import CoordinatorTimer
+from ...common.timer import CoordinatorTimer
 from ..group_configs import reset_duration_ms
 from .manager import ShareGroupListener
 from .partition import SharePartition

@@ -26,7 +26,7 @@ from protocol.errors import ErrorCode
 
 from .. import records as rec
 from ..context import GroupContext
-from ..common.timer import CoordinatorTimer
+from ...common.timer import CoordinatorTimer
 from ..group import DEAD, EMPTY, STABLE, GroupMetadata
 from . import records as crec
 from .assignors import (ASSIGNORS, HETEROGENEOUS, HOMOGENEOUS, GroupSpec,

@@ -23,7 +23,7 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ..purgatory import DelayedOperationPurgatory, Timer
+from ...purgatory import DelayedOperationPurgatory, Timer
 from . import records as rec
 from .classic.manager import ClassicGroupManager
 from .context import Stats
@@ -33,7 +33,7 @@ from .consumer.manager import ConsumerGroupManager
 from .group import DEAD, EMPTY, GroupMetadata
 from .offsets import OffsetMetadataManager
 from .records import append_error
-from .common.runtime import NO_PRODUCER_ID, CoordinatorShard
+from ..common.runtime import NO_PRODUCER_ID, CoordinatorShard
 from .share import records as srec
 from .share.group import ShareGroup
 from .share.manager import ShareGroupManager

@@ -10,7 +10,8 @@ shard stores the records, replays them (:meth:`replay`, also the load path) and 
 
 Kafka assigns only share partitions its share coordinator has initialized, which takes a
 heartbeat interval; here a share partition is initialized by the first ShareFetch at its
-leader (broker/coordinator/share/fetcher.py), so a member's first heartbeat gets its partitions.
+leader (broker/coordinator/group/share/fetcher.py), so a member's first heartbeat gets its
+partitions.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from protocol.errors import ErrorCode
 from .. import records as rec
 from ..consumer.group import ConsumerGroupMember, GroupError, metadata_hash
 from ..consumer.records import assignment_of
-from ..common.timer import CoordinatorTimer
+from ...common.timer import CoordinatorTimer
 from ..group import DEAD
 from . import records as srec
 from .assignor import assign

@@ -35,12 +35,12 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ..config import kafka_default
-from ..purgatory import DelayedOperationPurgatory, Timer
+from ...config import kafka_default
+from ...purgatory import DelayedOperationPurgatory, Timer
 from .group import GroupState
 from .classic.manager import make_join_callback, make_sync_callback
 from .consumer.group import ConsumerGroup, GroupError
-from .common.runtime import CoordinatorRuntime, settings_from
+from ..common.runtime import CoordinatorRuntime, settings_from
 from .context import Stats
 from .shard import GroupCoordinatorShard
 from .share.group import ShareGroup

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-from ..purgatory import DelayedOperationPurgatory, Timer
+from ...purgatory import DelayedOperationPurgatory, Timer
 from .group import GroupMetadata
 from .history import RebalanceHistory
 
