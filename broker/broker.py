@@ -127,8 +127,8 @@ class Broker:
         self.producer_ids.at_least(self._max_producer_id() + 1)
         # every coordinator shard answers COORDINATOR_LOAD_IN_PROGRESS from the first request on,
         # until its partition is replayed
-        begin_loading_all(self, self.coordinator, OFFSETS_TOPIC)
-        begin_loading_all(self, self.transactions, TRANSACTION_STATE_TOPIC)
+        begin_loading_all(self, self.coordinator.runtime, OFFSETS_TOPIC)
+        begin_loading_all(self, self.transactions.runtime, TRANSACTION_STATE_TOPIC)
         await self.server.start()
         await self.http.serve()
         await load_all(self)

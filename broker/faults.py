@@ -387,14 +387,14 @@ class Faults:
         group = fault.match.get("group")
         txn = fault.match.get("transactional_id")
         if group is not None:
-            targets.append(("group", broker.coordinator, OFFSETS_TOPIC,
+            targets.append(("group", broker.coordinator.runtime, OFFSETS_TOPIC,
                             broker.coordinator.partition_for(group)))
         if txn is not None:
-            targets.append(("transaction", broker.transactions, TRANSACTION_STATE_TOPIC,
+            targets.append(("transaction", broker.transactions.runtime, TRANSACTION_STATE_TOPIC,
                             broker.transactions.partition_for(txn)))
         if not targets:
-            for kind, runtime, topic in (("group", broker.coordinator, OFFSETS_TOPIC),
-                                         ("transaction", broker.transactions,
+            for kind, runtime, topic in (("group", broker.coordinator.runtime, OFFSETS_TOPIC),
+                                         ("transaction", broker.transactions.runtime,
                                           TRANSACTION_STATE_TOPIC)):
                 targets.extend((kind, runtime, topic, s.partition) for s in runtime.shards)
         for kind, runtime, topic, partition in targets:

@@ -365,9 +365,9 @@ def test_replay_rebuilds_the_same_group():
     assert live.state is GroupState.STABLE and live.group_epoch == 5
     fresh = ConsumerHarness(topics=h.topics)
     partition = h.coordinator.partition_for("g")
-    fresh.coordinator.begin_loading(partition)
-    fresh.coordinator.load(partition, h.log.records(partition))
-    fresh.coordinator.finish_loading(partition)
+    fresh.coordinator.runtime.begin_loading(partition)
+    fresh.coordinator.runtime.load(partition, h.log.records(partition))
+    fresh.coordinator.runtime.finish_loading(partition)
     replayed = fresh.group()
     assert replayed.group_epoch == live.group_epoch
     assert replayed.assignment_epoch == live.assignment_epoch

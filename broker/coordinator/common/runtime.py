@@ -210,20 +210,22 @@ class CoordinatorRuntime:
 
     def __init__(self, num_partitions: int, make_shard: Callable[[int], CoordinatorShard]):
         self.num_partitions = num_partitions
-        self._partitions: dict[str, int] = {}  # key -> partition: hashing is per request
+        #: key -> partition: hashing is per request (the services read it on their hot paths)
+        self.key_partitions: dict[str, int] = {}
         self.shards = [make_shard(p) for p in range(num_partitions)]
 
     def partition_for(self, key: str) -> int:
-        partition = self._partitions.get(key)
+        partitions = self.key_partitions
+        partition = partitions.get(key)
         if partition is None:
-            if len(self._partitions) >= _PARTITION_CACHE_SIZE:
-                self._partitions.clear()
-            partition = self._partitions[key] = partition_for(key, self.num_partitions)
+            if len(partitions) >= _PARTITION_CACHE_SIZE:
+                partitions.clear()
+            partition = partitions[key] = partition_for(key, self.num_partitions)
         return partition
 
     def shard_for(self, key: str):
         """On every request: one dict lookup for a key seen before."""
-        partition = self._partitions.get(key)
+        partition = self.key_partitions.get(key)
         if partition is None:
             partition = self.partition_for(key)
         return self.shards[partition]

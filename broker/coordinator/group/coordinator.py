@@ -18,11 +18,11 @@ The broker supplies:
 * ``topic_exists(topic, partition) -> bool`` — for UNKNOWN_TOPIC_OR_PARTITION in OffsetCommit
   and OffsetDelete.
 
-At startup with a data directory the broker replays each partition::
+At startup with a data directory the broker replays each partition into the runtime::
 
-    coordinator.begin_loading(p)          # the shard answers COORDINATOR_LOAD_IN_PROGRESS
-    coordinator.load(p, records)          # iterable of (key, value) in log order
-    coordinator.finish_loading(p)
+    coordinator.runtime.begin_loading(p)  # the shard answers COORDINATOR_LOAD_IN_PROGRESS
+    coordinator.runtime.load(p, records)  # iterable of (key, value) in log order
+    coordinator.runtime.finish_loading(p)
 """
 from __future__ import annotations
 
@@ -137,7 +137,11 @@ def _client_host(context) -> str:
     return shown
 
 
-class GroupCoordinator(CoordinatorRuntime):
+class GroupCoordinator:
+    """The group coordinator service (Kafka's GroupCoordinatorService): holds the runtime whose
+    shards (shard.py) own the groups, and answers the group APIs by routing each group to its
+    shard; also the offsets retention sweep and the counters the metrics read."""
+
     def __init__(self, config=None, clock: Callable[[], int] | None = None,
                  timer: Timer | None = None, persist: Callable | None = None,
                  topic_exists: Callable[[str, int], bool] | None = None, *,
@@ -165,11 +169,15 @@ class GroupCoordinator(CoordinatorRuntime):
         self.stats = Stats()
         self.heartbeat_purgatory = DelayedOperationPurgatory("Heartbeat", self.timer)
         self.rebalance_purgatory = DelayedOperationPurgatory("Rebalance", self.timer)
-        super().__init__(self.config.offsets_topic_num_partitions, lambda p: (
+        self.runtime = CoordinatorRuntime(self.config.offsets_topic_num_partitions, lambda p: (
             GroupCoordinatorShard(p, self.config, self.clock, self.timer,
                                   self.heartbeat_purgatory, self.rebalance_purgatory,
                                   self._persist, self.topic_exists, self.stats, new_uuid,
                                   self.topics, persist_marker)))
+        #: routing, the runtime's: ``shards[p]`` owns partition p of __consumer_offsets
+        self.shards = self.runtime.shards
+        self.partition_for = self.runtime.partition_for
+        self._partitions = self.runtime.key_partitions
         for shard in self.shards:
             shard.consumer.defer = defer
         self._retention_handle = None
@@ -186,6 +194,10 @@ class GroupCoordinator(CoordinatorRuntime):
         if shard.consumer.joins:
             shard.consumer.flush_joins(key)
         return shard
+
+    @property
+    def shards_loading(self) -> set[int]:
+        return self.runtime.shards_loading
 
     def set_share_listener(self, listener, group_config=None) -> None:
         """Who hears of share-group members leaving and share groups deleted (the broker's
@@ -205,7 +217,7 @@ class GroupCoordinator(CoordinatorRuntime):
         if self._retention_handle is not None:
             self.timer.cancel(self._retention_handle)
             self._retention_handle = None
-        self.unload_all(E.NOT_COORDINATOR)
+        self.runtime.unload_all(E.NOT_COORDINATOR)
 
     # ------------------------------------------------------------------ retention
     def _schedule_retention(self) -> None:

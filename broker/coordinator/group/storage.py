@@ -62,7 +62,8 @@ class BrokerTopicsView(TopicsView):
 
 async def load_all(broker) -> None:
     """Replay every partition into its shard; each shard answers LOAD_IN_PROGRESS until done."""
-    records, seconds = await coordinator_log.load_all(broker, broker.coordinator, OFFSETS_TOPIC)
+    records, seconds = await coordinator_log.load_all(broker, broker.coordinator.runtime,
+                                                      OFFSETS_TOPIC)
     if records:
         log.info("offsets loaded", records=records, groups=broker.coordinator.group_count(),
                  seconds=seconds)

@@ -3,8 +3,8 @@ transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, the verification 
 Produce and TxnOffsetCommit, DescribeTransactions, ListTransactions, and the abort of
 transactions that outlive their timeout.
 
-Sans-I/O on the coordinator runtime (common/runtime.py). The broker supplies, besides the clock, timer
-and ``persist`` for ``__transaction_state``:
+Sans-I/O on the coordinator runtime (common/runtime.py). The broker supplies, besides the clock,
+timer and ``persist`` for ``__transaction_state``:
 
 * ``write_markers(producer_id, producer_epoch, commit, coordinator_epoch, partitions,
   transaction_version=)`` - append a COMMIT/ABORT marker to each data partition, synchronously,
@@ -91,7 +91,10 @@ class TransactionConfig:
         return settings_from(cls, config)
 
 
-class TransactionCoordinator(CoordinatorRuntime):
+class TransactionCoordinator:
+    """The transaction coordinator service: holds the runtime whose shards (shard.py) own the
+    transactional ids, and runs the transaction state machine (metadata.py) over them."""
+
     def __init__(self, config=None, clock: Callable[[], int] | None = None,
                  timer: Timer | None = None, persist: Callable | None = None, *,
                  write_markers: Callable | None = None,
@@ -116,8 +119,12 @@ class TransactionCoordinator(CoordinatorRuntime):
         self.allocate_producer_id = allocate_producer_id or self._count_producer_ids
         self.partition_exists = partition_exists or (lambda topic, partition: True)
         self.group_partition_for = group_partition_for or (lambda group_id: 0)
-        super().__init__(self.config.transaction_state_log_num_partitions,
-                         lambda p: TransactionStateShard(p, self.clock, persist))
+        self.runtime = CoordinatorRuntime(self.config.transaction_state_log_num_partitions,
+                                          lambda p: TransactionStateShard(p, self.clock, persist))
+        #: routing, the runtime's: ``shards[p]`` owns partition p of __transaction_state
+        self.shards = self.runtime.shards
+        self.partition_for = self.runtime.partition_for
+        self.shard_for = self.runtime.shard_for
         for shard in self.shards:
             shard.on_loaded_pending = self._complete_loaded
         self._closed = False
@@ -146,7 +153,11 @@ class TransactionCoordinator(CoordinatorRuntime):
     def close(self) -> None:
         self._closed = True
         self.keyed_timer.cancel_all()
-        self.unload_all(E.NOT_COORDINATOR)
+        self.runtime.unload_all(E.NOT_COORDINATOR)
+
+    @property
+    def shards_loading(self) -> set[int]:
+        return self.runtime.shards_loading
 
     def max_producer_id(self) -> int:
         """The highest producer id the loaded transactional ids hold (ids must never repeat)."""

@@ -38,7 +38,7 @@ def build_transaction_coordinator(broker) -> TransactionCoordinator:
 
 
 async def load_all(broker) -> None:
-    records, seconds = await coordinator_log.load_all(broker, broker.transactions,
+    records, seconds = await coordinator_log.load_all(broker, broker.transactions.runtime,
                                                       TRANSACTION_STATE_TOPIC)
     if records:
         log.info("transactions loaded", records=records, seconds=seconds,
