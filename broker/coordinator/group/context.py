@@ -44,10 +44,7 @@ class Stats:
         self.rebalances_total = 0           # join phases completed with members (new generations)
         self.rebalances_started_total = 0
         self.expired_members_total = 0      # removed on heartbeat/session expiry
-        self.removed_members_total = 0      # removed for any reason (left, expired, missed sync)
-        self.offset_commits_total = 0
         self.offsets_expired_total = 0
-        self.groups_deleted_total = 0
         self.consumer_group_rebalances_total = 0  # consumer-group epoch bumps
         self.share_group_rebalances_total = 0     # share-group epoch bumps
         #: called with the rebalance's duration in ms when a group becomes Stable (metrics)

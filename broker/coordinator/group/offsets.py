@@ -142,8 +142,6 @@ class OffsetMetadataManager:
             if exc is not None:
                 log.warning("failed to store transactional offsets", group=group_id,
                             error=error.name)
-            else:
-                self.shard.stats.offset_commits_total += len(written)
             for tp in written:
                 results[tp] = error
             respond(results)
@@ -253,8 +251,6 @@ class OffsetMetadataManager:
             error = append_error(exc, for_offsets=True)
             if exc is not None:
                 log.warning("failed to store offsets", group=group_id, error=error.name)
-            else:
-                self.shard.stats.offset_commits_total += len(written)
             for tp in written:
                 results[tp] = error
             respond(results)
@@ -465,7 +461,6 @@ class OffsetMetadataManager:
             self.shard.stats.offsets_expired_total += expired_total
             for group in deleted_groups:
                 log.info("group deleted after its offsets expired", group=group.group_id)
-                self.shard.stats.groups_deleted_total += 1
             # simple groups whose last offsets expired are not persisted: drop them from memory
             for group in list(self.shard.groups.values()):
                 if group.protocol_type is None and not group.persisted:

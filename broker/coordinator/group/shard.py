@@ -194,7 +194,6 @@ class GroupCoordinatorShard(CoordinatorShard):
                     if self.groups.get(group.group_id) is group and group.state is DEAD:
                         group.state = EMPTY  # not deleted after all
                 else:
-                    self.stats.groups_deleted_total += 1
                     self.stats.history.forget(group.group_id)
                     log.info("group deleted", group=group.group_id, partition=self.partition)
             done(results)

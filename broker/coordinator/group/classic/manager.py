@@ -262,7 +262,6 @@ class ClassicGroupManager:
         for member in failed:
             self._cancel_member_timers(member)
             group.remove(member.member_id)
-            self.stats.removed_members_total += 1
             self.stats.history.member_left(group.group_id, member.member_id, "did not rejoin")
         if failed:
             log.info("removed members that did not rejoin", group=group.group_id,
@@ -338,7 +337,6 @@ class ClassicGroupManager:
             group.maybe_invoke_join_callback(member, error=E.UNKNOWN_MEMBER_ID)
             group.maybe_invoke_sync_callback(member, error=E.UNKNOWN_MEMBER_ID)
             group.remove(member_id)
-            self.stats.removed_members_total += 1
             self.stats.history.member_left(group.group_id, member_id, "missed SyncGroup")
         group.pending_sync_members.clear()
         log.info("removed members that did not send SyncGroup", group=group.group_id,
@@ -379,7 +377,6 @@ class ClassicGroupManager:
                                          member_id=UNKNOWN_MEMBER_ID)
         group.maybe_invoke_sync_callback(member, error=E.UNKNOWN_MEMBER_ID)
         group.remove(member.member_id)
-        self.stats.removed_members_total += 1
 
     def _remove_pending_member(self, group: GroupMetadata, member_id: str) -> None:
         handle = group.pending_members.get(member_id)
