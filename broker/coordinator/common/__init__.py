@@ -1,4 +1,5 @@
 """What every coordinator shares (Kafka's coordinator-common): ``runtime.py`` shards over the
 partitions of an internal topic, loading and the write path; ``timer.py`` the keyed timer;
 ``hashing.py`` Java's String.hashCode for routing; ``storage.py`` the internal topic as a
-coordinator's log (append, markers, replay at start)."""
+coordinator's log (append, markers, replay at start); ``settings.py`` a coordinator's settings,
+named here and declared once in broker/config.py."""

@@ -19,7 +19,6 @@ on_done, transaction_version=)`` (version 2 markers carry the transaction's bump
 """
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Callable, Iterable, NamedTuple
 
 import structlog
@@ -33,37 +32,6 @@ log = structlog.get_logger("broker.coordinator")
 E = ErrorCode
 _PARTITION_CACHE_SIZE = 100_000
 NO_PRODUCER_ID = -1
-
-
-def settings_from(cls, config=None):
-    """A coordinator's settings dataclass from None (its defaults), an instance, or a mapping
-    (a dict or the broker's config) keyed by Kafka's names (``group.max.size``) or by the
-    field names. Values are converted to the field's type (a tuple from a comma list)."""
-    if config is None:
-        return cls()
-    if isinstance(config, cls):
-        return config
-    values = {}
-    for f in fields(cls):
-        for name in (f.name.replace("_", "."), f.name):
-            try:
-                value = config[name]
-            except (KeyError, IndexError, TypeError, AttributeError):
-                continue
-            if value is None:
-                continue
-            if f.type in (tuple, "tuple"):
-                values[f.name] = tuple(value) if not isinstance(value, str) else \
-                    tuple(v.strip() for v in value.split(",") if v.strip())
-            elif f.type in (str, "str"):
-                values[f.name] = str(value).lower()
-            elif f.type in (bool, "bool"):
-                values[f.name] = value if isinstance(value, bool) else \
-                    str(value).lower() == "true"
-            else:
-                values[f.name] = int(value)
-            break
-    return cls(**values)
 
 
 class EndMarker(NamedTuple):

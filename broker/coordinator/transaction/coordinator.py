@@ -26,7 +26,6 @@ partitions implicitly and get a new epoch at every EndTxn.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Callable
 
 import structlog
@@ -34,11 +33,11 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ...config import kafka_default
 from ...purgatory import Timer
+from ..common.runtime import CoordinatorRuntime
+from ..common.settings import settings
 from ..common.timer import CoordinatorTimer
 from ..group.records import append_error
-from ..common.runtime import CoordinatorRuntime, settings_from
 from . import records
 from .metadata import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SHORT_MAX, IllegalTransition,
                        ProducerFenced, TransactionMetadata, TransactionState, TxnTransit)
@@ -70,25 +69,14 @@ def txn_offset_commit_operation(version: int) -> int:
         else DEFAULT_ERROR
 
 
-@dataclass
+@settings("transaction.state.log.num.partitions", "transaction.max.timeout.ms",
+          "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+          "transactional.id.expiration.ms",
+          "transaction.remove.expired.transaction.cleanup.interval.ms",
+          "transaction.partition.verification.enable")
 class TransactionConfig:
-    """The coordinator's settings by Kafka's names, with the broker's defaults (broker/config.py
-    declares each setting once)."""
-
-    transaction_state_log_num_partitions: int = kafka_default(
-        "transaction.state.log.num.partitions")
-    transaction_max_timeout_ms: int = kafka_default("transaction.max.timeout.ms")
-    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = kafka_default(
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms")
-    transactional_id_expiration_ms: int = kafka_default("transactional.id.expiration.ms")
-    transaction_remove_expired_transaction_cleanup_interval_ms: int = kafka_default(
-        "transaction.remove.expired.transaction.cleanup.interval.ms")
-    transaction_partition_verification_enable: bool = kafka_default(
-        "transaction.partition.verification.enable")
-
-    @classmethod
-    def from_config(cls, config=None) -> "TransactionConfig":
-        return settings_from(cls, config)
+    """The transaction coordinator's settings (common/settings.py), declared with their
+    defaults in broker/config.py."""
 
 
 class TransactionCoordinator:
