@@ -7,9 +7,11 @@ the shard of that partition owns the key's state. Both coordinators get from her
 * routing: ``partition_for(key)`` and ``shard_for(key)`` (Java's hashCode, as Kafka);
 * loading: a shard replays its partition at start and answers COORDINATOR_LOAD_IN_PROGRESS
   meanwhile (``begin_loading`` / ``load`` / ``finish_loading``);
-* the write path: :meth:`CoordinatorShard.write` persists records, applies them with the same
-  code as the replay, and only then calls back; :meth:`CoordinatorShard.write_marker` writes a
-  transaction marker into the partition (transactional offset commits end with one);
+* the write path: an operation gives its shard a CoordinatorResult (result.py), records and
+  what to do once they are stored; :meth:`CoordinatorShard.append` persists the records,
+  applies them with the same code as the replay, and only then calls back;
+  :meth:`CoordinatorShard.write_marker` writes a transaction marker into the partition
+  (transactional offset commits end with one);
 * the keyed timer (timer.py).
 
 Sans-I/O: the broker supplies ``persist(partition, records, on_done, producer=None)`` (records
@@ -26,6 +28,7 @@ import structlog
 from protocol.errors import ErrorCode
 
 from .hashing import partition_for
+from .result import CoordinatorResult
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -80,11 +83,12 @@ class CoordinatorShard:
         """Drop the state, answering whoever waits with ``error``."""
 
     # ------------------------------------------------------------------ the write path
-    def write(self, records: list, on_done: Callable[[BaseException | None], None],
-              producer: tuple[int, int] | None = None) -> None:
-        """Persist ``records``; once stored apply them, then ``on_done(None)``; on failure
-        ``on_done(exc)`` with nothing applied. ``producer`` makes it a transactional write whose
-        records stay pending until the transaction's marker."""
+    def append(self, result: CoordinatorResult) -> None:
+        """The one write path: persist ``result.records``; once stored apply them, then
+        ``result.stored(None)``; on failure ``result.stored(exc)`` with nothing applied.
+        ``result.producer`` makes it a transactional write whose records stay pending until the
+        transaction's marker."""
+        records, on_done, producer = result
         state = {"done": False}
         producer_id = NO_PRODUCER_ID if producer is None else producer[0]
 

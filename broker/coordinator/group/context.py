@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable, Protocol
 
 from ...purgatory import DelayedOperationPurgatory, Timer
+from ..common.result import CoordinatorResult
 from .group import GroupMetadata
 from .history import RebalanceHistory
 
@@ -30,8 +31,9 @@ class GroupContext(Protocol):
     classic: Any
     consumer: Any
 
-    def write(self, records: list, done: Callable) -> None:
-        """Persist records; ``done(exc)`` once stored (they are applied first)."""
+    def append(self, result: CoordinatorResult) -> None:
+        """The write path: persist ``result.records``, apply them, then ``result.stored(exc)``
+        (common/result.py)."""
 
     def maybe_drop_transient_group(self, group: GroupMetadata) -> None:
         """Forget a group that a join created and that holds nothing."""

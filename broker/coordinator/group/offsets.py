@@ -13,6 +13,7 @@ import structlog
 
 from protocol.errors import ErrorCode
 
+from ..common.result import CoordinatorResult
 from . import records as rec
 from .context import GroupContext
 from .group import (COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, STABLE,
@@ -146,7 +147,8 @@ class OffsetMetadataManager:
                 results[tp] = error
             respond(results)
 
-        self.shard.write(records, stored, producer=(request.producer_id, request.producer_epoch))
+        self.shard.append(CoordinatorResult(records, stored,
+                                            (request.producer_id, request.producer_epoch)))
 
     def _validate_txn_commit(self, request, version: int):
         """(error or None, group): Kafka's validateTransactionalOffsetCommit. Unlike a plain
@@ -255,7 +257,7 @@ class OffsetMetadataManager:
                 results[tp] = error
             respond(results)
 
-        self.shard.write(records, stored)
+        self.shard.append(CoordinatorResult(records, stored))
 
     def _offset_records(self, group_id: str, todo: list, results: dict,
                         with_leader_epoch: bool, now: int, expire: int | None,
@@ -385,7 +387,7 @@ class OffsetMetadataManager:
             log.info("offsets deleted", group=group_id, offsets=len(records))
             done(E.NONE, out)
 
-        self.shard.write(records, stored)
+        self.shard.append(CoordinatorResult(records, stored))
 
     # ================================================================== retention
     def expire(self, now: int) -> int:
@@ -466,5 +468,5 @@ class OffsetMetadataManager:
                 if group.protocol_type is None and not group.persisted:
                     self.shard.maybe_drop_transient_group(group)
 
-        self.shard.write(records, stored)
+        self.shard.append(CoordinatorResult(records, stored))
         return expired_total

@@ -24,6 +24,8 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 from ...purgatory import DelayedOperationPurgatory, Timer
+from ..common.result import CoordinatorResult
+from ..common.runtime import NO_PRODUCER_ID, CoordinatorShard
 from . import records as rec
 from .classic.manager import ClassicGroupManager
 from .context import Stats
@@ -33,7 +35,6 @@ from .consumer.manager import ConsumerGroupManager
 from .group import DEAD, EMPTY, GroupMetadata
 from .offsets import OffsetMetadataManager
 from .records import append_error
-from ..common.runtime import NO_PRODUCER_ID, CoordinatorShard
 from .share import records as srec
 from .share.group import ShareGroup
 from .share.manager import ShareGroupManager
@@ -198,4 +199,4 @@ class GroupCoordinatorShard(CoordinatorShard):
                     log.info("group deleted", group=group.group_id, partition=self.partition)
             done(results)
 
-        self.write(records, stored)
+        self.append(CoordinatorResult(records, stored))

@@ -34,6 +34,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 from ...purgatory import Timer
+from ..common.result import CoordinatorResult
 from ..common.runtime import CoordinatorRuntime
 from ..common.settings import settings
 from ..common.timer import CoordinatorTimer
@@ -562,9 +563,9 @@ class TransactionCoordinator:
 
     def _expire(self, md: TransactionMetadata) -> None:
         md.prepare_dead()
-        self.shard_for(md.transactional_id).write(
+        self.shard_for(md.transactional_id).append(CoordinatorResult(
             [(records.key(md.transactional_id), None)],
-            lambda exc, md=md: self._expired(md, exc))
+            lambda exc, md=md: self._expired(md, exc)))
 
     def _expired(self, md: TransactionMetadata, exc) -> None:
         if exc is not None:

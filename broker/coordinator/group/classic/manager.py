@@ -4,7 +4,8 @@ DescribeGroups, member liveness and the rebalance, with the delayed operations o
 
 The shard (shard.py) owns the group table, the write path and loading; this class keeps the
 rebalance in progress (who is waiting to join or sync, pending members, heartbeat deadlines) in
-memory, as Kafka does, and changes durable state only through ``shard.write``.
+memory, as Kafka does, and changes durable state only through ``shard.append`` (a
+CoordinatorResult).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
+from ...common.result import CoordinatorResult
 from .. import records as rec
 from ..context import GroupContext
 from ..group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
@@ -287,7 +289,7 @@ class ClassicGroupManager:
                     log.warning("failed to write empty group metadata", group=group_id,
                                 error=append_error(exc).name)
 
-            self.shard.write([rec.group_metadata_record(group, {})], stored)
+            self.shard.append(CoordinatorResult([rec.group_metadata_record(group, {})], stored))
             return
         self.stats.rebalances_total += 1
         self.stats.history.phase(group.group_id, now, "sync", group.generation_id)
@@ -641,7 +643,7 @@ class ClassicGroupManager:
                     if answered:
                         self.complete_and_schedule_next_heartbeat(group, member)
 
-                self.shard.write([rec.group_metadata_record(group)], stored)
+                self.shard.append(CoordinatorResult([rec.group_metadata_record(group)], stored))
             else:
                 self._maybe_prepare_rebalance(
                     group, f"group's selected protocol will change because static member "
@@ -772,7 +774,8 @@ class ClassicGroupManager:
                      members=len(group.members))
             self._propagate_assignment(group, E.NONE)
 
-        self.shard.write([rec.group_metadata_record(group, assignment)], stored)
+        self.shard.append(CoordinatorResult([rec.group_metadata_record(group, assignment)],
+                                            stored))
 
     # ================================================================== Heartbeat
     def heartbeat(self, request, version: int) -> ErrorCode:

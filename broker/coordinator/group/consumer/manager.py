@@ -24,9 +24,10 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
+from ...common.result import CoordinatorResult
+from ...common.timer import CoordinatorTimer
 from .. import records as rec
 from ..context import GroupContext
-from ...common.timer import CoordinatorTimer
 from ..group import DEAD, EMPTY, STABLE, GroupMetadata
 from . import records as crec
 from .assignors import (ASSIGNORS, HETEROGENEOUS, HOMOGENEOUS, GroupSpec,
@@ -256,7 +257,7 @@ class ConsumerGroupManager:
                 self.write_failed(group_id)
             then(error)
 
-        self.shard.write(records, stored)
+        self.shard.append(CoordinatorResult(records, stored))
 
     def _validate(self, request, version: int) -> None:
         """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid."""
@@ -817,7 +818,7 @@ class ConsumerGroupManager:
                 log.warning("failed to store a target assignment", group=group_id,
                             error=str(exc))
 
-        self.shard.write(records, stored)
+        self.shard.append(CoordinatorResult(records, stored))
 
     # ------------------------------------------------------------------ leaving and fencing
     def _leave(self, request) -> tuple:
@@ -969,7 +970,7 @@ class ConsumerGroupManager:
                 log.warning("failed to fence member", group=group.group_id,
                             member=member.member_id, error=str(exc))
 
-        self.shard.write(self.fence_member(group, member), stored)
+        self.shard.append(CoordinatorResult(self.fence_member(group, member), stored))
 
     # ------------------------------------------------------------------ replay
     def replay(self, key: crec.ConsumerKey, value: bytes | None, replay: bool) -> None:
@@ -1118,7 +1119,7 @@ class ConsumerGroupManager:
                 log.warning("failed to delete the empty consumer group", group=group.group_id,
                             error=str(exc))
 
-        self.shard.write(self.group_tombstones(group), stored)
+        self.shard.append(CoordinatorResult(self.group_tombstones(group), stored))
 
     # ------------------------------------------------------------------ loading
     def on_loaded(self, group: ConsumerGroup) -> None:

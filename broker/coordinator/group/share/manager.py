@@ -20,10 +20,11 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
+from ...common.result import CoordinatorResult
+from ...common.timer import CoordinatorTimer
 from .. import records as rec
 from ..consumer.group import ConsumerGroupMember, GroupError, metadata_hash
 from ..consumer.records import assignment_of
-from ...common.timer import CoordinatorTimer
 from ..group import DEAD
 from . import records as srec
 from .assignor import assign
@@ -313,14 +314,14 @@ class ShareGroupManager:
                 log.warning("failed to fence share group member", group=group_id,
                             member=member_id, error=str(exc))
 
-        self.shard.write(self.fence_member(group, member), stored)
+        self.shard.append(CoordinatorResult(self.fence_member(group, member), stored))
 
     def store(self, group_id: str, records: list, then) -> None:
         """Store and apply ``records``, then ``then(error)`` (NONE once stored)."""
         if not records:
             then(E.NONE)
             return
-        self.shard.write(records, lambda exc: then(rec.append_error(exc)))
+        self.shard.append(CoordinatorResult(records, lambda exc: then(rec.append_error(exc))))
 
     # ------------------------------------------------------------------ replay
     def replay(self, key: srec.ShareKey, value: bytes | None, replay: bool) -> None:
