@@ -1,11 +1,15 @@
-"""The group coordinator (classic protocol): 50 shards, each owning its groups and one partition
-of ``__consumer_offsets``; delayed operations per member over an injected clock. Sans-I/O.
+"""The group coordinator: 50 shards, each owning its groups and one partition of
+``__consumer_offsets``, on the runtime of common/runtime.py. Sans-I/O but for storage.py.
 
-See coordinator.py for the contract with the broker (clock, timer, persist, loading).
+``coordinator.py`` the service and its contract with the broker (clock, timer, persist,
+loading); ``shard.py`` a shard's group table and record switch; ``context.py`` what the managers
+see of their shard; ``offsets.py`` committed offsets for every group type; ``records.py`` the
+records of ``__consumer_offsets``; one package per group type: ``classic/``, ``consumer/``,
+``share/``.
 """
+from ..common.hashing import java_string_hashcode, partition_for
 from .coordinator import CoordinatorConfig, GroupCoordinator
 from .group import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
-from ..common.hashing import java_string_hashcode, partition_for
 from .shard import GroupCoordinatorShard
 
 __all__ = ["CoordinatorConfig", "GroupCoordinator", "GroupCoordinatorShard", "GroupMetadata",
