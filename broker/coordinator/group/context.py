@@ -1,10 +1,11 @@
 """What a group shard gives the managers of its group types and offsets (classic/manager.py,
-consumer/manager.py, offsets.py): its groups, clock, timer and purgatories, settings and
-counters, and the write path. Managers depend on this narrow view, not on the shard, so the
-shard can hold them without an import loop."""
+consumer/manager.py, share/manager.py, offsets.py): its groups, clock, timer and purgatories,
+settings and counters, topic metadata, whether it is loading, and the write path. Managers hold
+this narrow context, never the shard, so the shard can hold them without an import loop and a
+manager reaches nothing of the shard it is not given."""
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from ...purgatory import DelayedOperationPurgatory, Timer
 from ..common.result import CoordinatorResult
@@ -12,31 +13,41 @@ from .group import GroupMetadata
 from .history import RebalanceHistory
 
 
-class GroupContext(Protocol):
-    """The shard as its managers see it (GroupCoordinatorShard implements it)."""
+class GroupContext:
+    """One shard's context, made by the shard (shard.py), which keeps ``loading`` current and
+    sets ``classic`` and ``consumer`` once it made those managers (offsets and the migration
+    between the protocols use both)."""
 
-    partition: int
-    config: Any
-    clock: Callable[[], int]
-    timer: Timer
-    heartbeat_purgatory: DelayedOperationPurgatory
-    rebalance_purgatory: DelayedOperationPurgatory
-    stats: "Stats"
-    new_uuid: Callable[[], object]
-    #: topic metadata for consumer groups: get(name), by_id(topic_id), names(), version()
-    topics: Any
-    groups: dict
-    loading: bool
-    #: the group types' managers: offsets and the migration between protocols use both
-    classic: Any
-    consumer: Any
+    __slots__ = ("partition", "config", "clock", "timer", "heartbeat_purgatory",
+                 "rebalance_purgatory", "stats", "new_uuid", "topics", "groups", "loading",
+                 "append", "maybe_drop_transient_group", "classic", "consumer")
 
-    def append(self, result: CoordinatorResult) -> None:
-        """The write path: persist ``result.records``, apply them, then ``result.stored(exc)``
-        (common/result.py)."""
-
-    def maybe_drop_transient_group(self, group: GroupMetadata) -> None:
-        """Forget a group that a join created and that holds nothing."""
+    def __init__(self, partition: int, config: Any, clock: Callable[[], int], timer: Timer,
+                 heartbeat_purgatory: DelayedOperationPurgatory,
+                 rebalance_purgatory: DelayedOperationPurgatory, stats: "Stats",
+                 new_uuid: Callable[[], object], topics: Any, groups: dict,
+                 append: Callable[[CoordinatorResult], None],
+                 maybe_drop_transient_group: Callable[[GroupMetadata], None]) -> None:
+        self.partition = partition
+        self.config = config
+        self.clock = clock
+        self.timer = timer
+        self.heartbeat_purgatory = heartbeat_purgatory
+        self.rebalance_purgatory = rebalance_purgatory
+        self.stats = stats
+        self.new_uuid = new_uuid
+        #: topic metadata for consumer groups: get(name), by_id(topic_id), names(), version()
+        self.topics = topics
+        #: the shard's group table: the same dict, never rebound
+        self.groups = groups
+        self.loading = False
+        #: the write path: persist ``result.records``, apply them, then ``result.stored(exc)``
+        #: (common/result.py)
+        self.append = append
+        #: forget a group that a join created and that holds nothing
+        self.maybe_drop_transient_group = maybe_drop_transient_group
+        self.classic: Any = None
+        self.consumer: Any = None
 
 
 class Stats:

@@ -28,7 +28,7 @@ from ..common.result import CoordinatorResult
 from ..common.runtime import NO_PRODUCER_ID, CoordinatorShard
 from . import records as rec
 from .classic.manager import ClassicGroupManager
-from .context import Stats
+from .context import GroupContext, Stats
 from .consumer import records as crec
 from .consumer.group import ConsumerGroup
 from .consumer.manager import ConsumerGroupManager
@@ -64,10 +64,14 @@ class GroupCoordinatorShard(CoordinatorShard):
         #: topic metadata for consumer groups: get(name), by_id(topic_id), names(), version()
         self.topics = topics
         self.groups: dict[str, GroupMetadata | ConsumerGroup] = {}
-        self.offsets = OffsetMetadataManager(self)
-        self.classic = ClassicGroupManager(self)
-        self.consumer = ConsumerGroupManager(self)
-        self.share = ShareGroupManager(self)
+        #: what the managers see of this shard
+        self.context = context = GroupContext(
+            partition, config, clock, timer, heartbeat_purgatory, rebalance_purgatory, stats,
+            new_uuid, topics, self.groups, self.append, self.maybe_drop_transient_group)
+        self.offsets = OffsetMetadataManager(context)
+        self.classic = context.classic = ClassicGroupManager(context)
+        self.consumer = context.consumer = ConsumerGroupManager(context)
+        self.share = ShareGroupManager(context)
 
     # ------------------------------------------------------------------ the state machine
     def replay(self, key: bytes, value: bytes | None, replay: bool = False,
@@ -103,6 +107,14 @@ class GroupCoordinatorShard(CoordinatorShard):
         self.share.settle_states()
 
     # ------------------------------------------------------------------ loading
+    def begin_loading(self) -> None:
+        super().begin_loading()
+        self.context.loading = True
+
+    def finish_loading(self) -> None:
+        self.context.loading = False
+        super().finish_loading()
+
     def on_loaded(self) -> None:
         members = 0
         offsets = 0

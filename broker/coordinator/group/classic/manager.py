@@ -4,7 +4,7 @@ DescribeGroups, member liveness and the rebalance, with the delayed operations o
 
 The shard (shard.py) owns the group table, the write path and loading; this class keeps the
 rebalance in progress (who is waiting to join or sync, pending members, heartbeat deadlines) in
-memory, as Kafka does, and changes durable state only through ``shard.append`` (a
+memory, as Kafka does, and changes durable state only through its context's ``append`` (a
 CoordinatorResult).
 """
 from __future__ import annotations
@@ -89,17 +89,17 @@ def _send(respond: Callable, response) -> None:
 class ClassicGroupManager:
     """The classic protocol for the classic groups of one shard."""
 
-    def __init__(self, shard: GroupContext) -> None:
-        self.shard = shard
-        self.groups = shard.groups  # the shard's table: the same dict, never rebound
-        self.partition = shard.partition
-        self.config = shard.config
-        self.clock = shard.clock
-        self.timer = shard.timer
-        self.heartbeat_purgatory = shard.heartbeat_purgatory
-        self.rebalance_purgatory = shard.rebalance_purgatory
-        self.stats = shard.stats
-        self.new_uuid = shard.new_uuid
+    def __init__(self, context: GroupContext) -> None:
+        self.context = context
+        self.groups = context.groups  # the shard's table: the same dict, never rebound
+        self.partition = context.partition
+        self.config = context.config
+        self.clock = context.clock
+        self.timer = context.timer
+        self.heartbeat_purgatory = context.heartbeat_purgatory
+        self.rebalance_purgatory = context.rebalance_purgatory
+        self.stats = context.stats
+        self.new_uuid = context.new_uuid
 
     # ------------------------------------------------------------------ replay
     def replay_group_metadata(self, group_id: str, value, replay: bool) -> None:
@@ -289,7 +289,7 @@ class ClassicGroupManager:
                     log.warning("failed to write empty group metadata", group=group_id,
                                 error=append_error(exc).name)
 
-            self.shard.append(CoordinatorResult([rec.group_metadata_record(group, {})], stored))
+            self.context.append(CoordinatorResult([rec.group_metadata_record(group, {})], stored))
             return
         self.stats.rebalances_total += 1
         self.stats.history.phase(group.group_id, now, "sync", group.generation_id)
@@ -386,7 +386,7 @@ class ClassicGroupManager:
             self.timer.cancel(handle)
         group.remove(member_id)
         self._check_join(group)
-        self.shard.maybe_drop_transient_group(group)
+        self.context.maybe_drop_transient_group(group)
 
     # ================================================================== JoinGroup
     def join_group(self, request, version: int, client_id: str, client_host: str,
@@ -429,7 +429,7 @@ class ClassicGroupManager:
                        callback, request.reason if version >= 8 else None)
         finally:
             if created:
-                self.shard.maybe_drop_transient_group(group)
+                self.context.maybe_drop_transient_group(group)
 
     def _join(self, group, member_id, instance_id, client_id, client_host, version,
               rebalance_timeout, session_timeout, protocol_type, protocols, names, callback,
@@ -643,7 +643,7 @@ class ClassicGroupManager:
                     if answered:
                         self.complete_and_schedule_next_heartbeat(group, member)
 
-                self.shard.append(CoordinatorResult([rec.group_metadata_record(group)], stored))
+                self.context.append(CoordinatorResult([rec.group_metadata_record(group)], stored))
             else:
                 self._maybe_prepare_rebalance(
                     group, f"group's selected protocol will change because static member "
@@ -774,7 +774,7 @@ class ClassicGroupManager:
                      members=len(group.members))
             self._propagate_assignment(group, E.NONE)
 
-        self.shard.append(CoordinatorResult([rec.group_metadata_record(group, assignment)],
+        self.context.append(CoordinatorResult([rec.group_metadata_record(group, assignment)],
                                             stored))
 
     # ================================================================== Heartbeat
@@ -852,7 +852,7 @@ class ClassicGroupManager:
                     group, f"explicit LeaveGroup request for ({', '.join(left)}) members")
             elif group.state is PREPARING_REBALANCE:
                 self._check_join(group)
-            self.shard.maybe_drop_transient_group(group)
+            self.context.maybe_drop_transient_group(group)
         return E.NONE, results
 
 
