@@ -13,13 +13,13 @@ import structlog
 
 from protocol.errors import ErrorCode
 
-from ..common.result import CoordinatorResult
+from ..common.result import CoordinatorResult, append_error
 from . import records as rec
 from .context import GroupContext
 from .group import (COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, STABLE,
                     UNKNOWN_MEMBER_ID, GroupMetadata, OffsetAndMetadata)
 from .consumer.group import ConsumerGroup
-from .records import append_error, java_length
+from .records import java_length
 
 
 log = structlog.get_logger("broker.coordinator")

@@ -24,7 +24,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 from ...purgatory import DelayedOperationPurgatory, Timer
-from ..common.result import CoordinatorResult
+from ..common.result import CoordinatorResult, append_error
 from ..common.runtime import NO_PRODUCER_ID, CoordinatorShard
 from . import records as rec
 from .classic.manager import ClassicGroupManager
@@ -34,7 +34,6 @@ from .consumer.group import ConsumerGroup
 from .consumer.manager import ConsumerGroupManager
 from .group import DEAD, EMPTY, GroupMetadata
 from .offsets import OffsetMetadataManager
-from .records import append_error
 from .share import records as srec
 from .share.group import ShareGroup
 from .share.manager import ShareGroupManager

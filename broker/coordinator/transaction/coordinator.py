@@ -34,11 +34,10 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 from ...purgatory import Timer
-from ..common.result import CoordinatorResult
+from ..common.result import CoordinatorResult, append_error
 from ..common.runtime import CoordinatorRuntime
 from ..common.settings import settings
 from ..common.timer import CoordinatorTimer
-from ..group.records import append_error
 from . import records
 from .metadata import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SHORT_MAX, IllegalTransition,
                        ProducerFenced, TransactionMetadata, TransactionState, TxnTransit)

@@ -17,13 +17,12 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ...common.result import CoordinatorResult
+from ...common.result import CoordinatorResult, append_error
 from .. import records as rec
 from ..context import GroupContext
 from ..group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
                      UNKNOWN_MEMBER_ID, GroupMetadata, MemberMetadata)
 from ..history import classic_cause
-from ..records import append_error
 from .delayed import (DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayedJoin, join_key,
                       sync_key)
 

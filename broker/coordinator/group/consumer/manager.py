@@ -24,7 +24,7 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ...common.result import CoordinatorResult
+from ...common.result import CoordinatorResult, append_error
 from ...common.timer import CoordinatorTimer
 from .. import records as rec
 from ..context import GroupContext
@@ -250,7 +250,7 @@ class ConsumerGroupManager:
             return
 
         def stored(exc) -> None:
-            error = rec.append_error(exc)
+            error = append_error(exc)
             if exc is not None:
                 log.warning("failed to store consumer group records", group=group_id,
                             error=error.name)

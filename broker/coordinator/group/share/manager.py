@@ -20,7 +20,7 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ...common.result import CoordinatorResult
+from ...common.result import CoordinatorResult, append_error
 from ...common.timer import CoordinatorTimer
 from .. import records as rec
 from ..consumer.group import ConsumerGroupMember, GroupError, metadata_hash
@@ -322,7 +322,7 @@ class ShareGroupManager:
         if not records:
             then(E.NONE)
             return
-        self.context.append(CoordinatorResult(records, lambda exc: then(rec.append_error(exc))))
+        self.context.append(CoordinatorResult(records, lambda exc: then(append_error(exc))))
 
     # ------------------------------------------------------------------ replay
     def replay(self, key: srec.ShareKey, value: bytes | None, replay: bool) -> None:
