@@ -8,11 +8,11 @@ import structlog
 
 from . import apis
 from .config import BrokerConfig
-from .coordinator_log import begin_loading_all
+from .coordinator.common.storage import begin_loading_all
 from .partitions.fetch_purgatory import FetchPurgatory
 from .partitions.fetch_sessions import MIN_FETCH_PARTITION_BYTES, FetchSessionCache
-from .offsets_topic import OFFSETS_TOPIC_CONFIGS, build_coordinator, load_all
-from .producer_ids import ProducerIdManager
+from .coordinator.group.storage import OFFSETS_TOPIC_CONFIGS, build_coordinator, load_all
+from .coordinator.transaction.producer_ids import ProducerIdManager
 from .security import SASL_PROTOCOLS
 from .security.delegation_tokens import DelegationTokens
 from .security.scram import ScramCredentialStore
@@ -21,16 +21,17 @@ from .metrics import Metrics
 from .security.authorization import Authorization
 from .network.socket_server import Server
 from .faults import Faults
-from .coordinator.group_configs import GroupConfigs
-from .coordinator.share.leader import ShareLeader
-from . import share_state_topic
+from .coordinator.group.group_configs import GroupConfigs
+from .coordinator.group.share.leader import ShareLeader
+from .coordinator.share_state import storage as share_state_topic
 from .cluster import Cluster
 from .features import Features
 from .client_quotas import ClientQuotas
 from .timer import AsyncioTimerDriver
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager
-from .transaction_state_topic import (TRANSACTION_STATE_CONFIGS, build_transaction_coordinator,
-                                      load_all as load_transactions)
+from .coordinator.transaction.storage import (TRANSACTION_STATE_CONFIGS,
+                                              build_transaction_coordinator,
+                                              load_all as load_transactions)
 
 log = structlog.get_logger("broker")
 
@@ -132,8 +133,8 @@ class Broker:
         self.producer_ids.at_least(self._max_producer_id() + 1)
         # every coordinator shard answers COORDINATOR_LOAD_IN_PROGRESS from the first request on,
         # until its partition is replayed
-        begin_loading_all(self, self.coordinator, OFFSETS_TOPIC)
-        begin_loading_all(self, self.transactions, TRANSACTION_STATE_TOPIC)
+        begin_loading_all(self, self.coordinator.runtime, OFFSETS_TOPIC)
+        begin_loading_all(self, self.transactions.runtime, TRANSACTION_STATE_TOPIC)
         await self.server.start()
         await self.http.serve()
         await load_all(self)

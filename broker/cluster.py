@@ -17,7 +17,7 @@ election (ElectLeaders), as Kafka keeps them until its leader rebalance.
 """
 from __future__ import annotations
 
-from .coordinator.hashing import java_abs, java_string_hashcode
+from .coordinator.common.hashing import java_abs, java_string_hashcode
 
 
 class Cluster:

@@ -337,7 +337,7 @@ class Faults:
                 raise FaultError(f"group {group_id!r} has no member {member_id!r}")
             shard.share.expire_member(group_id, member_id)   # the session timeout's path
             return {"group": group_id, "member_id": member_id}
-        from .coordinator.consumer.group import ConsumerGroup
+        from .coordinator.group.consumer.group import ConsumerGroup
         consumer = isinstance(group, ConsumerGroup)
         if fault.action == "rebalance":
             if consumer:
@@ -387,14 +387,14 @@ class Faults:
         group = fault.match.get("group")
         txn = fault.match.get("transactional_id")
         if group is not None:
-            targets.append(("group", broker.coordinator, OFFSETS_TOPIC,
+            targets.append(("group", broker.coordinator.runtime, OFFSETS_TOPIC,
                             broker.coordinator.partition_for(group)))
         if txn is not None:
-            targets.append(("transaction", broker.transactions, TRANSACTION_STATE_TOPIC,
+            targets.append(("transaction", broker.transactions.runtime, TRANSACTION_STATE_TOPIC,
                             broker.transactions.partition_for(txn)))
         if not targets:
-            for kind, runtime, topic in (("group", broker.coordinator, OFFSETS_TOPIC),
-                                         ("transaction", broker.transactions,
+            for kind, runtime, topic in (("group", broker.coordinator.runtime, OFFSETS_TOPIC),
+                                         ("transaction", broker.transactions.runtime,
                                           TRANSACTION_STATE_TOPIC)):
                 targets.extend((kind, runtime, topic, s.partition) for s in runtime.shards)
         for kind, runtime, topic, partition in targets:
@@ -419,7 +419,7 @@ class Faults:
         return len(pending)
 
     def _loaded(self, runtime, topic: str, partition: int) -> None:
-        from .coordinator_log import read_entries
+        from .coordinator.common.storage import read_entries
         self.loads.pop((topic, partition), None)
         log_ = self.broker.topics.partition(topic, partition).log
         runtime.load(partition, read_entries(log_))

@@ -545,11 +545,11 @@ def test_a_group_whose_coordinator_is_loading_answers_503():
     with EmbeddedBroker() as b:
         coordinator = b.broker.coordinator
         partition = b.call(coordinator.partition_for, "loading-group")
-        b.call(coordinator.begin_loading, partition)
+        b.call(coordinator.runtime.begin_loading, partition)
         status, body = request(b, "/api/groups/loading-group")
         assert status == 503 and body["error"] == "COORDINATOR_LOAD_IN_PROGRESS"
         assert get(b, "/api/groups")["loading"] == 1
-        b.call(coordinator.finish_loading, partition)
+        b.call(coordinator.runtime.finish_loading, partition)
         assert request(b, "/api/groups/loading-group")[0] == 404
         assert get(b, "/api/groups")["loading"] == 0
 

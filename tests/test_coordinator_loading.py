@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from broker import coordinator_log
+from broker.coordinator.common import storage as coordinator_log
 from broker.broker import Broker
 from broker.config import BrokerConfig
-from broker.coordinator import records as rec
-from broker.coordinator.group import OffsetAndMetadata
-from broker.coordinator.runtime import EndMarker
+from broker.coordinator.group import records as rec
+from broker.coordinator.group.group import OffsetAndMetadata
+from broker.coordinator.common.runtime import EndMarker
 from broker.log import LogConfig, MemoryLog
 from broker.topics import Partition
 from protocol import messages as m

@@ -1,7 +1,7 @@
 """Producer ids are never handed out twice, across restarts with a data directory."""
 from __future__ import annotations
 
-from broker.producer_ids import BLOCK_SIZE, ProducerIdManager
+from broker.coordinator.transaction.producer_ids import BLOCK_SIZE, ProducerIdManager
 
 
 def test_a_restart_continues_after_the_stored_block(tmp_path):

@@ -7,7 +7,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import AlterConfigsResponse
 
 from ..broker_configs import SET, BrokerConfigError
-from ..coordinator.group_configs import GroupConfigError
+from ..coordinator.group.group_configs import GroupConfigError
 from ..security.authorizer import AclOperation
 from ..topic_configs import TOPIC_CONFIGS, validate_topic_config
 from .describe_configs import config_resource_denied
@@ -109,8 +109,9 @@ def alter_broker(broker, res, validate_only: bool, replace: bool) -> None:
 
 
 def alter_group(broker, res, validate_only: bool, replace: bool) -> None:
-    """A GROUP resource (type 32): the group's own configs (broker/coordinator/group_configs.py),
-    set, deleted (back to the default) or, with AlterConfigs, replaced as a whole set."""
+    """A GROUP resource (type 32): the group's own configs
+    (broker/coordinator/group/group_configs.py), set, deleted (back to the default) or, with
+    AlterConfigs, replaced as a whole set."""
     changes: dict[str, str | None] = {}
     for c in res.configs:
         op = getattr(c, "config_operation", 0)

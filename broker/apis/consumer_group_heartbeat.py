@@ -1,5 +1,5 @@
-"""ConsumerGroupHeartbeat: the consumer protocol (KIP-848), broker/coordinator/consumer. With an
-authorizer the group needs READ and every subscribed topic DESCRIBE."""
+"""ConsumerGroupHeartbeat: the consumer protocol (KIP-848), broker/coordinator/group/consumer. With
+an authorizer the group needs READ and every subscribed topic DESCRIBE."""
 from __future__ import annotations
 
 from protocol import messages as m

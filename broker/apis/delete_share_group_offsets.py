@@ -6,7 +6,7 @@ from __future__ import annotations
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ..coordinator.consumer.group import GroupError
+from ..coordinator.group.consumer.group import GroupError
 from ..security.authorization import group_denied
 from ..security.authorizer import AclOperation
 

@@ -52,7 +52,7 @@ _GROUP_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3}
 
 
 def _group_entries(broker, group_id: str, keys, synonyms: bool):
-    """A group's configs (broker/coordinator/group_configs.py), for any group id, as Kafka."""
+    """A group's configs (broker/coordinator/group/group_configs.py), for any group id, as Kafka."""
     return [Entry(name=name, value=value, read_only=False, config_source=source,
                   is_sensitive=False, config_type=_GROUP_TYPES[ctype], documentation=None,
                   synonyms=[Synonym(name=n, value=v, source=src) for n, v, src in syns]

@@ -1,5 +1,5 @@
-"""JoinGroup: a member joins a classic group (broker/coordinator/classic). With an authorizer the
-group needs READ first, as Kafka's KafkaApis checks before it asks its group coordinator."""
+"""JoinGroup: a member joins a classic group (broker/coordinator/group/classic). With an authorizer
+the group needs READ first, as Kafka's KafkaApis checks before it asks its group coordinator."""
 from __future__ import annotations
 
 from protocol import messages as m

@@ -36,7 +36,7 @@ def handle(broker, ctx, request, respond) -> None:
     resources = []
     # no client metrics subscription exists (the broker takes no such config), so that type
     # lists nothing; the rest in Kafka 4.3.1's order: the groups with configs of their own
-    # (broker/coordinator/group_configs.py), then by type
+    # (broker/coordinator/group/group_configs.py), then by type
     if GROUP in wanted:
         resources += [Resource(resource_name=name, resource_type=GROUP)
                       for name in sorted(broker.group_configs.configs)]

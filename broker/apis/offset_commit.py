@@ -1,6 +1,7 @@
-"""OffsetCommit: a group's committed offsets (broker/coordinator/offsets.py). With an authorizer
-the group needs READ, and each topic READ (TOPIC_AUTHORIZATION_FAILED beside the coordinator's
-answer for the others), as Kafka's KafkaApis checks before it asks its group coordinator.
+"""OffsetCommit: a group's committed offsets (broker/coordinator/group/offsets.py). With an
+authorizer the group needs READ, and each topic READ (TOPIC_AUTHORIZATION_FAILED beside the
+coordinator's answer for the others), as Kafka's KafkaApis checks before it asks its group
+coordinator.
 
 v10 names topics by id (KIP-848); the coordinator keeps offsets by topic name, so the ids are
 resolved to names here and back in the answer. As on Kafka, an id this broker does not know (a

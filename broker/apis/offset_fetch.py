@@ -1,5 +1,5 @@
 """OffsetFetch: a group's committed offsets, or several groups' from v8 (broker/coordinator/
-offsets.py). With an authorizer each group needs DESCRIBE; of its topics, those the principal
+group/offsets.py). With an authorizer each group needs DESCRIBE; of its topics, those the principal
 may not DESCRIBE are answered TOPIC_AUTHORIZATION_FAILED when named and left out of "all topics",
 as Kafka's KafkaApis does.
 

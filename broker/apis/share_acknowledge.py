@@ -10,8 +10,8 @@ from __future__ import annotations
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ..coordinator.share.partition import AcknowledgeError
-from ..coordinator.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSessionError
+from ..coordinator.group.share.partition import AcknowledgeError
+from ..coordinator.group.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSessionError
 from ..security.authorization import group_denied
 from ..security.authorizer import AclOperation, ResourceType
 from .share_group_heartbeat import valid_member_id

@@ -1,13 +1,13 @@
 """ShareFetch: a share consumer acquires records of its share group's partitions (KIP-932), with
 acknowledgements of earlier records riding on the same request.
 
-The share session (broker/coordinator/share/sessions.py) comes first: epoch 0 opens one (and
-may carry no acknowledgements), -1 closes it once answered (fetching nothing), any other epoch
+The share session (broker/coordinator/group/share/sessions.py) comes first: epoch 0 opens one
+(and may carry no acknowledgements), -1 closes it once answered (fetching nothing), any other epoch
 must be the session's next. Acknowledgements are applied next (share_acknowledge.acknowledge),
 then every partition of the session is read at its share partition's fetch offset
-(broker/coordinator/share/partition.py acquires what is available or new; whole batches go back
-with the acquired ranges and their delivery counts). Nothing acquired: the request waits in the
-fetch purgatory like a long-poll Fetch, woken by appends and by records released for
+(broker/coordinator/group/share/partition.py acquires what is available or new; whole batches go
+back with the acquired ranges and their delivery counts). Nothing acquired: the request waits in
+the fetch purgatory like a long-poll Fetch, woken by appends and by records released for
 redelivery, until ``max_wait_ms``.
 
 A read_committed group (``share.isolation.level``) reads below the last stable offset; batches
@@ -20,8 +20,8 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 from protocol.records import iter_batches
 
-from ..coordinator.share.partition import LogBatch
-from ..coordinator.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSessionError
+from ..coordinator.group.share.partition import LogBatch
+from ..coordinator.group.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSessionError
 from ..log import OffsetOutOfRange
 from ..purgatory import DelayedOperation
 from ..security.authorization import group_denied

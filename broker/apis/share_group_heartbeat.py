@@ -1,5 +1,5 @@
 """ShareGroupHeartbeat: join, heartbeat and leave a share group (KIP-932,
-broker/coordinator/share). With an authorizer the group needs READ and every subscribed topic
+broker/coordinator/group/share). With an authorizer the group needs READ and every subscribed topic
 DESCRIBE, as Kafka's KafkaApis checks before its group coordinator."""
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import WriteTxnMarkersResponse
 
-from ..coordinator.records import append_error
+from ..coordinator.common.result import append_error
 from ..security.authorizer import AclOperation
 from ..topics import OFFSETS_TOPIC
 from ..txn_markers import write_txn_markers

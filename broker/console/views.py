@@ -16,7 +16,7 @@ from protocol.records import CorruptRecordError, iter_batches
 
 from ..config import SECRET_SETTINGS, SETTINGS
 from ..topic_configs import TOPIC_CONFIGS
-from ..coordinator.consumer.group import ConsumerGroup
+from ..coordinator.group.consumer.group import ConsumerGroup
 from ..log.base import OffsetOutOfRange
 from ..topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 

@@ -1,13 +1,5 @@
-"""The group coordinator (classic protocol): 50 shards, each owning its groups and one partition
-of ``__consumer_offsets``; delayed operations per member over an injected clock. Sans-I/O.
-
-See coordinator.py for the contract with the broker (clock, timer, persist, loading).
-"""
-from .coordinator import CoordinatorConfig, GroupCoordinator
-from .group import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
-from .hashing import java_string_hashcode, partition_for
-from .shard import GroupCoordinatorShard
-
-__all__ = ["CoordinatorConfig", "GroupCoordinator", "GroupCoordinatorShard", "GroupMetadata",
-           "GroupState", "MemberMetadata", "OffsetAndMetadata", "java_string_hashcode",
-           "partition_for"]
+"""The coordinators, arranged as Kafka 4 arranges its own: ``common/`` is what they share (the
+runtime of shards over an internal topic's partitions, the write path, loading, the keyed timer,
+hashing, the internal topic as storage); ``group/`` is the group coordinator over
+``__consumer_offsets`` with one package per group type (classic/, consumer/, share/);
+``transaction/`` is the transaction coordinator over ``__transaction_state``."""

@@ -6,7 +6,7 @@ The expected values are Kafka's answers, observed on the real broker; a test tha
 "kafka" and fails on "kbroker" is a difference to fix in kbroker, never a reason to change the
 expectation. Where Kafka's answer is arbitrary (member id UUIDs, leader choice or vote ties decided
 by hash-map order) the test checks the shape of Kafka's answer and kbroker's deterministic rule
-(broker/coordinator/group.py), and says so at that spot.
+(broker/coordinator/group/group.py), and says so at that spot.
 
 A JoinGroup that waits for a rebalance is sent with ``RawClient.send`` and read later with
 ``receive``; Kafka answers one request per connection at a time, so every member has its own

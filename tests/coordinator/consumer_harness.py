@@ -7,8 +7,8 @@ import uuid
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from broker.coordinator import GroupCoordinator
-from broker.coordinator.coordinator import TopicsView
+from broker.coordinator.group import GroupCoordinator
+from broker.coordinator.group.coordinator import TopicsView
 from broker.purgatory import Timer
 
 from .harness import Ctx, FakeClock, FakeLog, Reply

@@ -5,7 +5,7 @@ from __future__ import annotations
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from broker.coordinator import GroupCoordinator
+from broker.coordinator.group import GroupCoordinator
 from broker.purgatory import Timer
 
 E = ErrorCode

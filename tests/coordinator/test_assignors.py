@@ -1,4 +1,4 @@
-"""The KIP-848 server-side assignors (broker/coordinator/consumer/assignors.py).
+"""The KIP-848 server-side assignors (broker/coordinator/group/consumer/assignors.py).
 
 The exact expectations are Kafka 4.3's, worked out from its assignor classes; where a case is
 one of Kafka's own assignor test cases, the docstring names it. Topic ids are the fixed ones those
@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from broker.coordinator.consumer.assignors import (
+from broker.coordinator.group.consumer.assignors import (
     ASSIGNORS, HETEROGENEOUS, HOMOGENEOUS, GroupSpec, MemberSubscription, RangeAssignor,
     TopicDescriber, UniformAssignor, _java_string_key, _java_uuid_key, _string_hash, java_order)
 

@@ -7,8 +7,8 @@ import pytest
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from broker.coordinator.consumer.group import MemberState
-from broker.coordinator.group import GroupState
+from broker.coordinator.group.consumer.group import MemberState
+from broker.coordinator.group.group import GroupState
 
 from .consumer_harness import ConsumerHarness, FakeTopics
 from .harness import Ctx, FakeLog, Reply
@@ -146,7 +146,7 @@ def test_a_steady_heartbeat_writes_nothing_and_keeps_the_session_alive():
 
 def test_v0_member_ids_look_like_kafkas():
     import uuid
-    from broker.coordinator.consumer.group import new_member_id
+    from broker.coordinator.group.consumer.group import new_member_id
     made = new_member_id(uuid.UUID(int=1 << 120))
     assert len(made) == 22 and "=" not in made and made == "AQAAAAAAAAAAAAAAAAAAAA"
 
@@ -365,9 +365,9 @@ def test_replay_rebuilds_the_same_group():
     assert live.state is GroupState.STABLE and live.group_epoch == 5
     fresh = ConsumerHarness(topics=h.topics)
     partition = h.coordinator.partition_for("g")
-    fresh.coordinator.begin_loading(partition)
-    fresh.coordinator.load(partition, h.log.records(partition))
-    fresh.coordinator.finish_loading(partition)
+    fresh.coordinator.runtime.begin_loading(partition)
+    fresh.coordinator.runtime.load(partition, h.log.records(partition))
+    fresh.coordinator.runtime.finish_loading(partition)
     replayed = fresh.group()
     assert replayed.group_epoch == live.group_epoch
     assert replayed.assignment_epoch == live.assignment_epoch

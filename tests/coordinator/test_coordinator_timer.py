@@ -1,7 +1,7 @@
 """The keyed coordinator timer: replacing, cancelling and cheaply extending deadlines."""
 from __future__ import annotations
 
-from broker.coordinator.coordinator_timer import CoordinatorTimer
+from broker.coordinator.common.timer import CoordinatorTimer
 from broker.purgatory import Timer
 
 from .harness import FakeClock

@@ -1,4 +1,4 @@
-"""Group configs (broker/coordinator/group_configs.py): validation against the group's other
+"""Group configs (broker/coordinator/group/group_configs.py): validation against the group's other
 configs and the broker's bounds, and storage under the data directory."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from protocol.errors import ErrorCode
 
 from broker.config import SETTINGS
-from broker.coordinator.group_configs import (
+from broker.coordinator.group.group_configs import (
     GroupConfigError, GroupConfigs, reset_duration_ms, valid_reset)
 
 E = ErrorCode

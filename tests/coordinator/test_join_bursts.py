@@ -7,9 +7,9 @@ from __future__ import annotations
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from broker.coordinator.consumer.group import MemberState
-from broker.coordinator.consumer.manager import MAX_BATCH_TURNS
-from broker.coordinator.group import GroupState
+from broker.coordinator.group.consumer.group import MemberState
+from broker.coordinator.group.consumer.manager import MAX_BATCH_TURNS
+from broker.coordinator.group.group import GroupState
 
 from .consumer_harness import ConsumerHarness, FakeTopics
 from .harness import Ctx, Reply

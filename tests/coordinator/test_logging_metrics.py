@@ -35,9 +35,9 @@ def test_offsets_loaded_is_logged():
     target = Harness()
     p = h.coordinator.partition_for("g")
     with capture_logs() as logs:
-        target.coordinator.begin_loading(p)
-        target.coordinator.load(p, h.log.records(p))
-        target.coordinator.finish_loading(p)
+        target.coordinator.runtime.begin_loading(p)
+        target.coordinator.runtime.load(p, h.log.records(p))
+        target.coordinator.runtime.finish_loading(p)
     loaded = [e for e in logs if e["event"] == "offsets loaded"]
     assert loaded and loaded[0]["offsets"] == 1 and loaded[0]["partition"] == p
 

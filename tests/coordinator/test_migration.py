@@ -10,8 +10,8 @@ import pytest
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from broker.coordinator.consumer.group import ConsumerGroup
-from broker.coordinator.group import GroupMetadata
+from broker.coordinator.group.consumer.group import ConsumerGroup
+from broker.coordinator.group.group import GroupMetadata
 
 from .consumer_harness import ConsumerHarness, FakeTopics
 from .harness import Ctx, Reply
@@ -151,9 +151,9 @@ def test_a_consumer_member_upgrades_a_running_classic_group():
     # what was written rebuilds the same group, classic members included
     fresh = ConsumerHarness(topics=h.topics)
     partition = h.coordinator.partition_for("g")
-    fresh.coordinator.begin_loading(partition)
-    fresh.coordinator.load(partition, h.log.records(partition))
-    fresh.coordinator.finish_loading(partition)
+    fresh.coordinator.runtime.begin_loading(partition)
+    fresh.coordinator.runtime.load(partition, h.log.records(partition))
+    fresh.coordinator.runtime.finish_loading(partition)
     assert fresh.group().members == group.members
     assert fresh.group().group_epoch == group.group_epoch
 
@@ -255,8 +255,8 @@ def test_the_group_becomes_classic_again_when_its_last_consumer_member_leaves():
     # what was written rebuilds the classic group
     fresh = ConsumerHarness(topics=h.topics)
     partition = h.coordinator.partition_for("g")
-    fresh.coordinator.begin_loading(partition)
-    fresh.coordinator.load(partition, h.log.records(partition))
-    fresh.coordinator.finish_loading(partition)
+    fresh.coordinator.runtime.begin_loading(partition)
+    fresh.coordinator.runtime.load(partition, h.log.records(partition))
+    fresh.coordinator.runtime.finish_loading(partition)
     assert isinstance(fresh.group(), GroupMetadata)
     assert fresh.group().generation_id == 4 and set(fresh.group().members) == set(group.members)

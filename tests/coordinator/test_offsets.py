@@ -6,7 +6,7 @@ import pytest
 from protocol import messages as m
 from protocol.errors import KafkaError
 
-from broker.coordinator import records as rec
+from broker.coordinator.group import records as rec
 from tests.coordinator.harness import (E, Ctx, Harness, Reply, assignment, commit_errors,
                                        committed, subscription)
 from tests.coordinator.test_scenarios import form
@@ -170,7 +170,7 @@ def test_offset_fetch_v8_batched_groups_and_versions():
 def test_loading_shard_answers_load_in_progress():
     h = Harness()
     p = h.coordinator.partition_for("g")
-    h.coordinator.begin_loading(p)
+    h.coordinator.runtime.begin_loading(p)
     assert h.coordinator.shards_loading == {p}
     assert h.join().error == E.COORDINATOR_LOAD_IN_PROGRESS
     assert h.heartbeat("g", "m", 1).error == E.NONE          # answered blindly, as Kafka does
@@ -183,7 +183,7 @@ def test_loading_shard_answers_load_in_progress():
     assert h.describe("g")[0].error_code == E.COORDINATOR_LOAD_IN_PROGRESS
     assert list_groups(h).value.error_code == E.COORDINATOR_LOAD_IN_PROGRESS
     assert delete_groups(h, "g").value.results[0].error_code == E.COORDINATOR_LOAD_IN_PROGRESS
-    h.coordinator.finish_loading(p)
+    h.coordinator.runtime.finish_loading(p)
     assert h.coordinator.shards_loading == set()
     assert h.join().error == E.MEMBER_ID_REQUIRED
 
@@ -359,7 +359,7 @@ def test_offset_delete_with_an_empty_group_id():
     h = Harness(known_topics={"t": 3})
     reply = offset_delete(h, "", {"t": [0], "missing": [0]})
     assert (reply.value.error_code, reply.value.topics) == (E.INVALID_GROUP_ID, [])
-    h.coordinator.begin_loading(h.coordinator.partition_for(""))
+    h.coordinator.runtime.begin_loading(h.coordinator.partition_for(""))
     reply = offset_delete(h, "", {"t": [0]})
     assert (reply.value.error_code, reply.value.topics) == (E.INVALID_GROUP_ID, [])
     assert offset_delete(h, "nope", {"t": [0]}).value.error_code == E.GROUP_ID_NOT_FOUND

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from protocol import messages as m
 
-from broker.coordinator import records as rec
-from broker.coordinator.group import OffsetAndMetadata
-from broker.coordinator.hashing import java_abs, java_string_hashcode, partition_for
+from broker.coordinator.group import records as rec
+from broker.coordinator.group.group import OffsetAndMetadata
+from broker.coordinator.common.hashing import java_abs, java_string_hashcode, partition_for
 from tests.coordinator.harness import E, Harness, assignment, committed
 from tests.coordinator.test_scenarios import form, static_group
 
@@ -103,10 +103,10 @@ def snapshot(coordinator) -> dict:
 def replay_into(source: Harness, at: int | None = None) -> Harness:
     target = Harness(start=source.clock.now if at is None else at)
     c = target.coordinator
-    for p in range(c.num_partitions):
-        c.begin_loading(p)
-        c.load(p, source.log.records(p))
-        c.finish_loading(p)
+    for p in range(c.runtime.num_partitions):
+        c.runtime.begin_loading(p)
+        c.runtime.load(p, source.log.records(p))
+        c.runtime.finish_loading(p)
     return target
 
 
@@ -149,9 +149,9 @@ def test_replay_twice_and_reload_are_idempotent():
     assert snapshot(once.coordinator) == snapshot(twice.coordinator)
     c = once.coordinator
     p = c.partition_for("dyn")
-    c.begin_loading(p)
-    c.load(p, h.log.records(p))
-    c.finish_loading(p)
+    c.runtime.begin_loading(p)
+    c.runtime.load(p, h.log.records(p))
+    c.runtime.finish_loading(p)
     assert snapshot(c) == snapshot(twice.coordinator)
 
 
@@ -183,9 +183,9 @@ def test_load_skips_foreign_and_unreadable_records():
                (b"\x00", b"x")] + h.log.records(p) + [
         (rec.group_metadata_key("g"), b"\x00\x03\xff")]   # truncated value
     target = Harness()
-    target.coordinator.begin_loading(p)
-    assert target.coordinator.load(p, records) == 4
-    target.coordinator.finish_loading(p)
+    target.coordinator.runtime.begin_loading(p)
+    assert target.coordinator.runtime.load(p, records) == 4
+    target.coordinator.runtime.finish_loading(p)
     assert committed(target.fetch("g", {"t": [0]})) == {("t", 0): 1}
 
 

@@ -1,9 +1,10 @@
-"""The rebalance history the coordinator keeps for the console (broker/coordinator/history.py):
-what each rebalance of a classic or a consumer group records, with the injected clock."""
+"""The rebalance history the coordinator keeps for the console
+(broker/coordinator/group/history.py): what each rebalance of a classic or a consumer group
+records, with the injected clock."""
 from __future__ import annotations
 
-from broker.coordinator.history import (EXPIRED, JOINED, LEFT, METADATA, RebalanceHistory,
-                                        classic_cause)
+from broker.coordinator.group.history import (EXPIRED, JOINED, LEFT, METADATA, RebalanceHistory,
+                                              classic_cause)
 
 from .consumer_harness import ConsumerHarness
 from .harness import E, Harness, assignment

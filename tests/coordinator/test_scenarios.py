@@ -343,7 +343,7 @@ def test_everyone_leaves_group_becomes_empty_and_is_persisted():
     ids, _ = form(h, 2)
     h.leave("g", *ids)
     assert h.state() == "Empty" and h.group().generation_id == 2
-    from broker.coordinator.records import decode_record
+    from broker.coordinator.group.records import decode_record
     key, value = decode_record(*h.log.records(h.coordinator.partition_for("g"))[-1])
     assert value.generation == 2 and value.members == [] and value.protocol is None
 

@@ -8,8 +8,8 @@ import uuid
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from broker.coordinator import GroupCoordinator
-from broker.coordinator.share.assignor import assign
+from broker.coordinator.group import GroupCoordinator
+from broker.coordinator.group.share.assignor import assign
 from broker.purgatory import Timer
 
 from .consumer_harness import FakeTopics
@@ -229,10 +229,10 @@ def test_replay_rebuilds_the_live_groups():
     h.heartbeat("m3", group="other", epoch=-1, topics=None)
     live = h.describe("g", "other")
     again = ShareHarness(log=h.log, topics=h.topics)
-    for p in range(again.coordinator.num_partitions):
-        again.coordinator.begin_loading(p)
-        again.coordinator.load(p, h.log.records(p))
-        again.coordinator.finish_loading(p)
+    for p in range(again.coordinator.runtime.num_partitions):
+        again.coordinator.runtime.begin_loading(p)
+        again.coordinator.runtime.load(p, h.log.records(p))
+        again.coordinator.runtime.finish_loading(p)
     assert again.describe("g", "other") == live
     # the loaded member is fenced after a whole session without heartbeats
     again.advance(45_000)

@@ -1,4 +1,4 @@
-"""The share-partition state machine (broker/coordinator/share/partition.py) on a fake clock:
+"""The share-partition state machine (broker/coordinator/group/share/partition.py) on a fake clock:
 acquire, each acknowledgement type, lock expiry, the delivery limit, gaps, the in-flight limit,
 skipped (control or aborted) batches, and what must never happen: a record acquired by two
 members at once, or delivered again once accepted or rejected."""
@@ -8,7 +8,7 @@ import pytest
 
 from protocol.errors import ErrorCode
 
-from broker.coordinator.share.partition import (
+from broker.coordinator.group.share.partition import (
     ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, AcknowledgeError, AcknowledgeType as A,
     LogBatch, SharePartition)
 
@@ -168,7 +168,7 @@ def test_stored_offsets_lag_one_change_behind_as_kafkas():
 def test_snapshot_and_restore_keep_every_record_state():
     import uuid
 
-    from broker.coordinator.share import state
+    from broker.coordinator.group.share import state
     from protocol import messages as m
     sp = fresh()
     sp.acquire("a", batches((0, 9)), 0, 500)

@@ -9,9 +9,9 @@ import pytest
 
 from protocol.errors import ErrorCode
 
-from broker.coordinator.share.leader import ShareLeader
-from broker.coordinator.share.partition import AcknowledgeType as A, LogBatch
-from broker.coordinator.share.sessions import (
+from broker.coordinator.group.share.leader import ShareLeader
+from broker.coordinator.group.share.partition import AcknowledgeType as A, LogBatch
+from broker.coordinator.group.share.sessions import (
     INT32_MAX, ShareSessionCache, ShareSessionError, next_epoch)
 from broker.purgatory import Timer
 

@@ -16,7 +16,7 @@ from broker.coordinator.share_state.store import (
     coordinator_key,
     parse_coordinator_key,
 )
-from broker.coordinator.share.partition import LogBatch, SharePartition
+from broker.coordinator.group.share.partition import LogBatch, SharePartition
 from protocol.errors import ErrorCode as E
 
 T = uuid.UUID(int=7)

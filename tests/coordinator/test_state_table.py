@@ -242,7 +242,7 @@ def test_sync_v5_requires_protocol_type_and_name():
 
 
 def test_state_machine_transitions_are_kafkas():
-    from broker.coordinator.group import (VALID_PREVIOUS_STATES, GroupMetadata, GroupState,
+    from broker.coordinator.group.group import (VALID_PREVIOUS_STATES, GroupMetadata, GroupState,
                                           IllegalGroupTransition)
     allowed = {(src, dst) for dst, srcs in VALID_PREVIOUS_STATES.items() for src in srcs}
     for src in GroupState:

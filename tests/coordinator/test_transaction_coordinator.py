@@ -9,10 +9,10 @@ from structlog.testing import capture_logs
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from broker.coordinator import GroupCoordinator
-from broker.coordinator import records as rec
-from broker.coordinator.group import OffsetAndMetadata
-from broker.coordinator.runtime import EndMarker
+from broker.coordinator.group import GroupCoordinator
+from broker.coordinator.group import records as rec
+from broker.coordinator.group.group import OffsetAndMetadata
+from broker.coordinator.common.runtime import EndMarker
 from broker.coordinator.transaction import TransactionCoordinator
 from broker.coordinator.transaction.coordinator import SWEEP_SLICE
 from broker.coordinator.transaction.metadata import TransactionState
@@ -266,10 +266,10 @@ def test_replay_restores_the_state_and_finishes_prepared_transactions(txn):
     records = txn.log.records(partition)
     restarted = txn.make()
     txn.markers.markers.clear()
-    restarted.begin_loading(partition)
+    restarted.runtime.begin_loading(partition)
     assert restarted.init_producer_id("tx", 1000, None, lambda *a: None) is None
-    restarted.load(partition, records)
-    restarted.finish_loading(partition)
+    restarted.runtime.load(partition, records)
+    restarted.runtime.finish_loading(partition)
     md = restarted.shard_for("tx").transactions["tx"]
     assert md.state is S.PREPARE_COMMIT and md.partitions == {("t", 0)}
     txn.log.auto = True
@@ -311,9 +311,9 @@ def test_aborted_offsets_are_dropped_and_replay_agrees(txn):
     replayed = GroupCoordinator({}, txn.clock, txn.timer)
     record = rec.offset_commit_record(group, "t", 0, OffsetAndMetadata(7, -1, "", 1, None))
     p = replayed.partition_for(group)
-    replayed.begin_loading(p)
-    replayed.load(p, [(record[0], record[1], pid), EndMarker(pid, epoch, False)])
-    replayed.finish_loading(p)
+    replayed.runtime.begin_loading(p)
+    replayed.runtime.load(p, [(record[0], record[1], pid), EndMarker(pid, epoch, False)])
+    replayed.runtime.finish_loading(p)
     assert replayed.shard_for(group).offsets.fetch(group, [("t", [0])], True) == \
         [("t", [(0, -1, -1, "", E.NONE)])]
 

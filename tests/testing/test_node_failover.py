@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 import protocol.messages as m
-from broker.coordinator.hashing import partition_for
+from broker.coordinator.common.hashing import partition_for
 from broker.testing import EmbeddedBroker
 from protocol.errors import ErrorCode as E
 from protocol.records import SimpleRecord, build_batch

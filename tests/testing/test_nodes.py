@@ -92,7 +92,7 @@ def test_a_partition_answers_only_on_its_leader(cluster):
 
 
 def test_find_coordinator_names_the_node_leading_the_internal_partition(cluster):
-    from broker.coordinator.hashing import partition_for
+    from broker.coordinator.common.hashing import partition_for
     nodes = addresses(cluster)
     groups = [unique("nodes-group") for _ in range(12)]
     owners = leaders(nodes[1], "__consumer_offsets")

@@ -22,7 +22,7 @@ import uuid
 
 import structlog
 
-from ..share.partition import ACQUIRED, AVAILABLE
+from ..group.share.partition import ACQUIRED, AVAILABLE
 
 log = structlog.get_logger("broker.share")
 

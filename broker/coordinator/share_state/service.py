@@ -20,7 +20,7 @@ import structlog
 from protocol.errors import ErrorCode as E
 
 from ...security.authorizer import AclOperation
-from ..hashing import partition_for
+from ..common.hashing import partition_for
 from .store import MESSAGES, Outcome, coordinator_key
 
 log = structlog.get_logger("broker.share")
@@ -69,7 +69,7 @@ class ShareCoordinatorService:
     def __init__(self, broker, store, create_topic: Callable) -> None:
         self.broker = broker
         self.store = store
-        #: ``create_topic()`` makes __share_group_state (broker/share_state_topic.py's create)
+        #: ``create_topic()`` makes __share_group_state (share_state/storage.py's create)
         self.create_topic = create_topic
         self._write = None
         #: ``changed(group, topic id, partition)`` after an API changed stored state: the
@@ -78,7 +78,7 @@ class ShareCoordinatorService:
 
     def writer(self):
         if self._write is None:
-            from ... import coordinator_log
+            from ..common import storage as coordinator_log
             self._write = coordinator_log.partition_writer(self.broker, TOPIC)
         return self._write
 

@@ -3,8 +3,8 @@ transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, the verification 
 Produce and TxnOffsetCommit, DescribeTransactions, ListTransactions, and the abort of
 transactions that outlive their timeout.
 
-Sans-I/O on the coordinator runtime (runtime.py). The broker supplies, besides the clock, timer
-and ``persist`` for ``__transaction_state``:
+Sans-I/O on the coordinator runtime (common/runtime.py). The broker supplies, besides the clock,
+timer and ``persist`` for ``__transaction_state``:
 
 * ``write_markers(producer_id, producer_epoch, commit, coordinator_epoch, partitions,
   transaction_version=)`` - append a COMMIT/ABORT marker to each data partition, synchronously,
@@ -26,7 +26,6 @@ partitions implicitly and get a new epoch at every EndTxn.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Callable
 
 import structlog
@@ -34,11 +33,11 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ...config import kafka_default
 from ...purgatory import Timer
-from ..coordinator_timer import CoordinatorTimer
-from ..records import append_error
-from ..runtime import CoordinatorRuntime, settings_from
+from ..common.result import CoordinatorResult, append_error
+from ..common.runtime import CoordinatorRuntime
+from ..common.settings import settings
+from ..common.timer import CoordinatorTimer
 from . import records
 from .metadata import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SHORT_MAX, IllegalTransition,
                        ProducerFenced, TransactionMetadata, TransactionState, TxnTransit)
@@ -70,28 +69,20 @@ def txn_offset_commit_operation(version: int) -> int:
         else DEFAULT_ERROR
 
 
-@dataclass
+@settings("transaction.state.log.num.partitions", "transaction.max.timeout.ms",
+          "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+          "transactional.id.expiration.ms",
+          "transaction.remove.expired.transaction.cleanup.interval.ms",
+          "transaction.partition.verification.enable")
 class TransactionConfig:
-    """The coordinator's settings by Kafka's names, with the broker's defaults (broker/config.py
-    declares each setting once)."""
-
-    transaction_state_log_num_partitions: int = kafka_default(
-        "transaction.state.log.num.partitions")
-    transaction_max_timeout_ms: int = kafka_default("transaction.max.timeout.ms")
-    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = kafka_default(
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms")
-    transactional_id_expiration_ms: int = kafka_default("transactional.id.expiration.ms")
-    transaction_remove_expired_transaction_cleanup_interval_ms: int = kafka_default(
-        "transaction.remove.expired.transaction.cleanup.interval.ms")
-    transaction_partition_verification_enable: bool = kafka_default(
-        "transaction.partition.verification.enable")
-
-    @classmethod
-    def from_config(cls, config=None) -> "TransactionConfig":
-        return settings_from(cls, config)
+    """The transaction coordinator's settings (common/settings.py), declared with their
+    defaults in broker/config.py."""
 
 
-class TransactionCoordinator(CoordinatorRuntime):
+class TransactionCoordinator:
+    """The transaction coordinator service: holds the runtime whose shards (shard.py) own the
+    transactional ids, and runs the transaction state machine (metadata.py) over them."""
+
     def __init__(self, config=None, clock: Callable[[], int] | None = None,
                  timer: Timer | None = None, persist: Callable | None = None, *,
                  write_markers: Callable | None = None,
@@ -116,8 +107,12 @@ class TransactionCoordinator(CoordinatorRuntime):
         self.allocate_producer_id = allocate_producer_id or self._count_producer_ids
         self.partition_exists = partition_exists or (lambda topic, partition: True)
         self.group_partition_for = group_partition_for or (lambda group_id: 0)
-        super().__init__(self.config.transaction_state_log_num_partitions,
-                         lambda p: TransactionStateShard(p, self.clock, persist))
+        self.runtime = CoordinatorRuntime(self.config.transaction_state_log_num_partitions,
+                                          lambda p: TransactionStateShard(p, self.clock, persist))
+        #: routing, the runtime's: ``shards[p]`` owns partition p of __transaction_state
+        self.shards = self.runtime.shards
+        self.partition_for = self.runtime.partition_for
+        self.shard_for = self.runtime.shard_for
         for shard in self.shards:
             shard.on_loaded_pending = self._complete_loaded
         self._closed = False
@@ -146,7 +141,11 @@ class TransactionCoordinator(CoordinatorRuntime):
     def close(self) -> None:
         self._closed = True
         self.keyed_timer.cancel_all()
-        self.unload_all(E.NOT_COORDINATOR)
+        self.runtime.unload_all(E.NOT_COORDINATOR)
+
+    @property
+    def shards_loading(self) -> set[int]:
+        return self.runtime.shards_loading
 
     def max_producer_id(self) -> int:
         """The highest producer id the loaded transactional ids hold (ids must never repeat)."""
@@ -563,9 +562,9 @@ class TransactionCoordinator(CoordinatorRuntime):
 
     def _expire(self, md: TransactionMetadata) -> None:
         md.prepare_dead()
-        self.shard_for(md.transactional_id).write(
+        self.shard_for(md.transactional_id).append(CoordinatorResult(
             [(records.key(md.transactional_id), None)],
-            lambda exc, md=md: self._expired(md, exc))
+            lambda exc, md=md: self._expired(md, exc)))
 
     def _expired(self, md: TransactionMetadata, exc) -> None:
         if exc is not None:

@@ -13,7 +13,8 @@ import structlog
 
 from protocol.errors import ErrorCode
 
-from ..runtime import NO_PRODUCER_ID, CoordinatorShard
+from ..common.result import CoordinatorResult
+from ..common.runtime import NO_PRODUCER_ID, CoordinatorShard
 from . import records as rec
 from .metadata import TransactionMetadata, TransactionState, TxnTransit
 
@@ -66,7 +67,7 @@ class TransactionStateShard(CoordinatorShard):
                     metadata.pending_state = None
             on_done(exc)
 
-        self.write([(rec.key(transactional_id), rec.value(transit))], stored)
+        self.append(CoordinatorResult([(rec.key(transactional_id), rec.value(transit))], stored))
 
     def on_loaded(self) -> None:
         pending = [md for md in self.transactions.values()

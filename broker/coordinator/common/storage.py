@@ -19,8 +19,8 @@ import structlog
 
 from protocol.records import CONTROL_FLAG, SimpleRecord, build_batch
 
-from .coordinator.runtime import EndMarker
-from .log.cleaner import CleanedTransactions, iter_keys
+from ...log.cleaner import CleanedTransactions, iter_keys
+from .runtime import EndMarker
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -61,7 +61,7 @@ def marker_writer(broker, topic: str):
     on_done)``: a transaction marker into a partition of ``topic``."""
     def persist_marker(partition: int, producer_id: int, producer_epoch: int, commit: bool,
                        coordinator_epoch: int, on_done, transaction_version: int = 2) -> None:
-        from .txn_markers import write_txn_markers
+        from ...txn_markers import write_txn_markers
         errors = write_txn_markers(broker, producer_id, producer_epoch, commit,
                                    coordinator_epoch, [(topic, partition)],
                                    transaction_version=transaction_version)

@@ -18,8 +18,8 @@ from typing import Callable
 
 from protocol.errors import ErrorCode
 
-from ..config import SETTINGS
-from ..topic_configs import BOOLEAN as BOOLEAN_TYPE, INT as INT_TYPE, type_problem
+from ...config import SETTINGS
+from ...topic_configs import BOOLEAN as BOOLEAN_TYPE, INT as INT_TYPE, type_problem
 
 E = ErrorCode
 INT, STRING, BOOLEAN = "INT", "STRING", "BOOLEAN"

@@ -4,7 +4,8 @@ DescribeGroups, member liveness and the rebalance, with the delayed operations o
 
 The shard (shard.py) owns the group table, the write path and loading; this class keeps the
 rebalance in progress (who is waiting to join or sync, pending members, heartbeat deadlines) in
-memory, as Kafka does, and changes durable state only through ``shard.write``.
+memory, as Kafka does, and changes durable state only through its context's ``append`` (a
+CoordinatorResult).
 """
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
+from ...common.result import CoordinatorResult, append_error
 from .. import records as rec
 from ..context import GroupContext
 from ..group import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
                      UNKNOWN_MEMBER_ID, GroupMetadata, MemberMetadata)
 from ..history import classic_cause
-from ..records import append_error
 from .delayed import (DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayedJoin, join_key,
                       sync_key)
 
@@ -87,17 +88,17 @@ def _send(respond: Callable, response) -> None:
 class ClassicGroupManager:
     """The classic protocol for the classic groups of one shard."""
 
-    def __init__(self, shard: GroupContext) -> None:
-        self.shard = shard
-        self.groups = shard.groups  # the shard's table: the same dict, never rebound
-        self.partition = shard.partition
-        self.config = shard.config
-        self.clock = shard.clock
-        self.timer = shard.timer
-        self.heartbeat_purgatory = shard.heartbeat_purgatory
-        self.rebalance_purgatory = shard.rebalance_purgatory
-        self.stats = shard.stats
-        self.new_uuid = shard.new_uuid
+    def __init__(self, context: GroupContext) -> None:
+        self.context = context
+        self.groups = context.groups  # the shard's table: the same dict, never rebound
+        self.partition = context.partition
+        self.config = context.config
+        self.clock = context.clock
+        self.timer = context.timer
+        self.heartbeat_purgatory = context.heartbeat_purgatory
+        self.rebalance_purgatory = context.rebalance_purgatory
+        self.stats = context.stats
+        self.new_uuid = context.new_uuid
 
     # ------------------------------------------------------------------ replay
     def replay_group_metadata(self, group_id: str, value, replay: bool) -> None:
@@ -262,7 +263,6 @@ class ClassicGroupManager:
         for member in failed:
             self._cancel_member_timers(member)
             group.remove(member.member_id)
-            self.stats.removed_members_total += 1
             self.stats.history.member_left(group.group_id, member.member_id, "did not rejoin")
         if failed:
             log.info("removed members that did not rejoin", group=group.group_id,
@@ -288,7 +288,7 @@ class ClassicGroupManager:
                     log.warning("failed to write empty group metadata", group=group_id,
                                 error=append_error(exc).name)
 
-            self.shard.write([rec.group_metadata_record(group, {})], stored)
+            self.context.append(CoordinatorResult([rec.group_metadata_record(group, {})], stored))
             return
         self.stats.rebalances_total += 1
         self.stats.history.phase(group.group_id, now, "sync", group.generation_id)
@@ -338,7 +338,6 @@ class ClassicGroupManager:
             group.maybe_invoke_join_callback(member, error=E.UNKNOWN_MEMBER_ID)
             group.maybe_invoke_sync_callback(member, error=E.UNKNOWN_MEMBER_ID)
             group.remove(member_id)
-            self.stats.removed_members_total += 1
             self.stats.history.member_left(group.group_id, member_id, "missed SyncGroup")
         group.pending_sync_members.clear()
         log.info("removed members that did not send SyncGroup", group=group.group_id,
@@ -379,7 +378,6 @@ class ClassicGroupManager:
                                          member_id=UNKNOWN_MEMBER_ID)
         group.maybe_invoke_sync_callback(member, error=E.UNKNOWN_MEMBER_ID)
         group.remove(member.member_id)
-        self.stats.removed_members_total += 1
 
     def _remove_pending_member(self, group: GroupMetadata, member_id: str) -> None:
         handle = group.pending_members.get(member_id)
@@ -387,7 +385,7 @@ class ClassicGroupManager:
             self.timer.cancel(handle)
         group.remove(member_id)
         self._check_join(group)
-        self.shard.maybe_drop_transient_group(group)
+        self.context.maybe_drop_transient_group(group)
 
     # ================================================================== JoinGroup
     def join_group(self, request, version: int, client_id: str, client_host: str,
@@ -430,7 +428,7 @@ class ClassicGroupManager:
                        callback, request.reason if version >= 8 else None)
         finally:
             if created:
-                self.shard.maybe_drop_transient_group(group)
+                self.context.maybe_drop_transient_group(group)
 
     def _join(self, group, member_id, instance_id, client_id, client_host, version,
               rebalance_timeout, session_timeout, protocol_type, protocols, names, callback,
@@ -644,7 +642,7 @@ class ClassicGroupManager:
                     if answered:
                         self.complete_and_schedule_next_heartbeat(group, member)
 
-                self.shard.write([rec.group_metadata_record(group)], stored)
+                self.context.append(CoordinatorResult([rec.group_metadata_record(group)], stored))
             else:
                 self._maybe_prepare_rebalance(
                     group, f"group's selected protocol will change because static member "
@@ -775,7 +773,8 @@ class ClassicGroupManager:
                      members=len(group.members))
             self._propagate_assignment(group, E.NONE)
 
-        self.shard.write([rec.group_metadata_record(group, assignment)], stored)
+        self.context.append(CoordinatorResult([rec.group_metadata_record(group, assignment)],
+                                            stored))
 
     # ================================================================== Heartbeat
     def heartbeat(self, request, version: int) -> ErrorCode:
@@ -852,7 +851,7 @@ class ClassicGroupManager:
                     group, f"explicit LeaveGroup request for ({', '.join(left)}) members")
             elif group.state is PREPARING_REBALANCE:
                 self._check_join(group)
-            self.shard.maybe_drop_transient_group(group)
+            self.context.maybe_drop_transient_group(group)
         return E.NONE, results
 
 

@@ -38,7 +38,7 @@ class ConsumerGroups(Protocol):
     manager (consumer/manager.py), which holds this object: its state, and the steps that
     change members the same way for both protocols."""
 
-    shard: GroupContext
+    context: GroupContext
     config: Any
     clock: Callable[[], int]
     groups: dict
@@ -121,7 +121,7 @@ class ClassicMembers:
         group.metadata_hash = metadata_hash(
             manager.topic_metadata(group.subscribed_topic_names()))
         # the classic rebalance in progress is over: whoever waits rejoins
-        manager.shard.classic.unload_group(classic, E.REBALANCE_IN_PROGRESS)
+        manager.context.classic.unload_group(classic, E.REBALANCE_IN_PROGRESS)
         if classic.persisted:
             records.append(rec.group_metadata_tombstone(gid))
         members = list(group.members.values())
@@ -191,7 +191,7 @@ class ClassicMembers:
     def finish_downgrade(self, group_id: str, value: bytes) -> None:
         """After the downgrade's records are stored: the classic group with its members, their
         heartbeats, and a rebalance (the members learn the classic generation by rejoining)."""
-        classic_manager = self.manager.shard.classic
+        classic_manager = self.manager.context.classic
         classic_manager.replay_group_metadata(group_id, rec.decode_group_metadata_value(value),
                                               True)
         group = self.manager.groups.get(group_id)
@@ -216,7 +216,7 @@ class ClassicMembers:
         member_id = request.member_id or ""
         unknown = member_id == ""
         if unknown:
-            member_id = new_member_id(manager.shard.new_uuid())
+            member_id = new_member_id(manager.context.new_uuid())
         if (len(group.members) >= self.config.group_consumer_max_size
                 and member_id not in group.members):
             raise GroupError(E.GROUP_MAX_SIZE_REACHED)
@@ -352,7 +352,7 @@ class ClassicMembers:
     def _on_timeout(self, gid: str, member_id: str, kind: str) -> None:
         manager = self.manager
         group = manager.groups.get(gid)
-        if not isinstance(group, ConsumerGroup) or manager.shard.loading:
+        if not isinstance(group, ConsumerGroup) or manager.context.loading:
             return
         member = group.members.get(member_id)
         if member is None or member.classic_metadata is None:

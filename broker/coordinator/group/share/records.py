@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from protocol import messages as m
 
-from ..consumer.records import _topic_partitions
+from ..consumer.records import topic_partitions_value
 from ..records import Record, RecordError
 
 _INT16 = struct.Struct(">h")
@@ -101,7 +101,7 @@ def target_assignment_record(group_id: str, member_id: str, assignment) -> Recor
     cls = m.ShareGroupTargetAssignmentMemberValue.TopicPartition
     return (_key(TARGET_ASSIGNMENT_MEMBER, group_id=group_id, member_id=member_id),
             _value(TARGET_ASSIGNMENT_MEMBER,
-                   topic_partitions=_topic_partitions(cls, assignment)))
+                   topic_partitions=topic_partitions_value(cls, assignment)))
 
 
 def target_assignment_epoch_record(group_id: str, epoch: int, timestamp: int) -> Record:
@@ -115,7 +115,7 @@ def current_assignment_record(group_id: str, member) -> Record:
     return (_key(CURRENT_MEMBER_ASSIGNMENT, group_id=group_id, member_id=member.member_id),
             _value(CURRENT_MEMBER_ASSIGNMENT, member_epoch=member.member_epoch,
                    previous_member_epoch=member.previous_member_epoch, state=0,
-                   assigned_partitions=_topic_partitions(cls, member.assigned)))
+                   assigned_partitions=topic_partitions_value(cls, member.assigned)))
 
 
 def tombstone(record_type: int, group_id: str, member_id: str | None = None) -> Record:

@@ -1,12 +1,12 @@
 """The transaction coordinator's storage: partition N of ``__transaction_state`` belongs to
-shard N, and markers go straight into the partitions of each transaction (txn_markers.py)."""
+shard N, and markers go straight into the partitions of each transaction (broker/txn_markers.py)."""
 from __future__ import annotations
 
 import structlog
 
-from . import coordinator_log
-from .coordinator.transaction import TransactionCoordinator
-from .topics import TRANSACTION_STATE_TOPIC
+from ...topics import TRANSACTION_STATE_TOPIC
+from ..common import storage as coordinator_log
+from .coordinator import TransactionCoordinator
 
 log = structlog.get_logger("broker.transactions")
 
@@ -19,7 +19,7 @@ TRANSACTION_STATE_CONFIGS = {"cleanup.policy": "compact", "compression.type": "u
 def build_transaction_coordinator(broker) -> TransactionCoordinator:
     def write_markers(producer_id, producer_epoch, commit, coordinator_epoch, partitions,
                       transaction_version=2):
-        from .txn_markers import write_txn_markers
+        from ...txn_markers import write_txn_markers
         return write_txn_markers(broker, producer_id, producer_epoch, commit,
                                  coordinator_epoch, partitions,
                                  transaction_version=transaction_version)
@@ -38,7 +38,7 @@ def build_transaction_coordinator(broker) -> TransactionCoordinator:
 
 
 async def load_all(broker) -> None:
-    records, seconds = await coordinator_log.load_all(broker, broker.transactions,
+    records, seconds = await coordinator_log.load_all(broker, broker.transactions.runtime,
                                                       TRANSACTION_STATE_TOPIC)
     if records:
         log.info("transactions loaded", records=records, seconds=seconds,

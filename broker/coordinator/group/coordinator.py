@@ -18,16 +18,15 @@ The broker supplies:
 * ``topic_exists(topic, partition) -> bool`` — for UNKNOWN_TOPIC_OR_PARTITION in OffsetCommit
   and OffsetDelete.
 
-At startup with a data directory the broker replays each partition::
+At startup with a data directory the broker replays each partition into the runtime::
 
-    coordinator.begin_loading(p)          # the shard answers COORDINATOR_LOAD_IN_PROGRESS
-    coordinator.load(p, records)          # iterable of (key, value) in log order
-    coordinator.finish_loading(p)
+    coordinator.runtime.begin_loading(p)  # the shard answers COORDINATOR_LOAD_IN_PROGRESS
+    coordinator.runtime.load(p, records)  # iterable of (key, value) in log order
+    coordinator.runtime.finish_loading(p)
 """
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import Callable
 
 import structlog
@@ -35,13 +34,13 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ..config import kafka_default
-from ..purgatory import DelayedOperationPurgatory, Timer
-from .group import GroupState
+from ...purgatory import DelayedOperationPurgatory, Timer
+from ..common.runtime import CoordinatorRuntime
+from ..common.settings import settings
 from .classic.manager import make_join_callback, make_sync_callback
 from .consumer.group import ConsumerGroup, GroupError
-from .runtime import CoordinatorRuntime, settings_from
 from .context import Stats
+from .group import GroupState
 from .shard import GroupCoordinatorShard
 from .share.group import ShareGroup
 
@@ -56,43 +55,24 @@ GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 <<
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
-@dataclass
+@settings("group.min.session.timeout.ms", "group.max.session.timeout.ms",
+          "group.initial.rebalance.delay.ms", "group.max.size", "offset.metadata.max.bytes",
+          "offsets.retention.minutes", "offsets.topic.num.partitions",
+          "offsets.retention.check.interval.ms", "group.consumer.heartbeat.interval.ms",
+          "group.consumer.session.timeout.ms", "group.consumer.max.size",
+          "group.consumer.assignors", "group.consumer.assignment.interval.ms",
+          "group.coordinator.rebalance.protocols", "group.consumer.migration.policy",
+          "group.share.heartbeat.interval.ms", "group.share.session.timeout.ms",
+          "group.share.max.size")
 class CoordinatorConfig:
-    """The coordinator's settings; :meth:`from_config` reads them by Kafka's names. The
-    defaults are the broker's (broker/config.py declares each setting once)."""
-
-    group_min_session_timeout_ms: int = kafka_default("group.min.session.timeout.ms")
-    group_max_session_timeout_ms: int = kafka_default("group.max.session.timeout.ms")
-    group_initial_rebalance_delay_ms: int = kafka_default("group.initial.rebalance.delay.ms")
-    group_max_size: int = kafka_default("group.max.size")
-    offset_metadata_max_bytes: int = kafka_default("offset.metadata.max.bytes")
-    offsets_retention_minutes: int = kafka_default("offsets.retention.minutes")
-    offsets_topic_num_partitions: int = kafka_default("offsets.topic.num.partitions")
-    offsets_retention_check_interval_ms: int = kafka_default(
-        "offsets.retention.check.interval.ms")
-    group_consumer_heartbeat_interval_ms: int = kafka_default(
-        "group.consumer.heartbeat.interval.ms")
-    group_consumer_session_timeout_ms: int = kafka_default("group.consumer.session.timeout.ms")
-    group_consumer_max_size: int = kafka_default("group.consumer.max.size")
-    group_consumer_assignors: tuple = kafka_default("group.consumer.assignors")
-    group_consumer_assignment_interval_ms: int = kafka_default(
-        "group.consumer.assignment.interval.ms")
-    group_coordinator_rebalance_protocols: tuple = kafka_default(
-        "group.coordinator.rebalance.protocols")
-    group_consumer_migration_policy: str = kafka_default("group.consumer.migration.policy")
-    group_share_heartbeat_interval_ms: int = kafka_default("group.share.heartbeat.interval.ms")
-    group_share_session_timeout_ms: int = kafka_default("group.share.session.timeout.ms")
-    group_share_max_size: int = kafka_default("group.share.max.size")
+    """The group coordinator's settings (common/settings.py): ``group_max_size`` is
+    ``group.max.size``, declared with its default in broker/config.py; ``from_config`` reads
+    them from None (defaults), a CoordinatorConfig, or a mapping keyed by Kafka's names or by
+    these attribute names."""
 
     @property
     def offsets_retention_ms(self) -> int:
         return self.offsets_retention_minutes * 60 * 1000
-
-    @classmethod
-    def from_config(cls, config=None) -> "CoordinatorConfig":
-        """From None (defaults), a CoordinatorConfig, or a mapping keyed by Kafka's names
-        (``group.max.size``) or by these attribute names."""
-        return settings_from(cls, config)
 
 
 def _stored_now(partition, records, on_done, **kwargs) -> None:
@@ -137,7 +117,11 @@ def _client_host(context) -> str:
     return shown
 
 
-class GroupCoordinator(CoordinatorRuntime):
+class GroupCoordinator:
+    """The group coordinator service (Kafka's GroupCoordinatorService): holds the runtime whose
+    shards (shard.py) own the groups, and answers the group APIs by routing each group to its
+    shard; also the offsets retention sweep and the counters the metrics read."""
+
     def __init__(self, config=None, clock: Callable[[], int] | None = None,
                  timer: Timer | None = None, persist: Callable | None = None,
                  topic_exists: Callable[[str, int], bool] | None = None, *,
@@ -165,11 +149,15 @@ class GroupCoordinator(CoordinatorRuntime):
         self.stats = Stats()
         self.heartbeat_purgatory = DelayedOperationPurgatory("Heartbeat", self.timer)
         self.rebalance_purgatory = DelayedOperationPurgatory("Rebalance", self.timer)
-        super().__init__(self.config.offsets_topic_num_partitions, lambda p: (
+        self.runtime = CoordinatorRuntime(self.config.offsets_topic_num_partitions, lambda p: (
             GroupCoordinatorShard(p, self.config, self.clock, self.timer,
                                   self.heartbeat_purgatory, self.rebalance_purgatory,
                                   self._persist, self.topic_exists, self.stats, new_uuid,
                                   self.topics, persist_marker)))
+        #: routing, the runtime's: ``shards[p]`` owns partition p of __consumer_offsets
+        self.shards = self.runtime.shards
+        self.partition_for = self.runtime.partition_for
+        self._partitions = self.runtime.key_partitions
         for shard in self.shards:
             shard.consumer.defer = defer
         self._retention_handle = None
@@ -186,6 +174,10 @@ class GroupCoordinator(CoordinatorRuntime):
         if shard.consumer.joins:
             shard.consumer.flush_joins(key)
         return shard
+
+    @property
+    def shards_loading(self) -> set[int]:
+        return self.runtime.shards_loading
 
     def set_share_listener(self, listener, group_config=None) -> None:
         """Who hears of share-group members leaving and share groups deleted (the broker's
@@ -205,7 +197,7 @@ class GroupCoordinator(CoordinatorRuntime):
         if self._retention_handle is not None:
             self.timer.cancel(self._retention_handle)
             self._retention_handle = None
-        self.unload_all(E.NOT_COORDINATOR)
+        self.runtime.unload_all(E.NOT_COORDINATOR)
 
     # ------------------------------------------------------------------ retention
     def _schedule_retention(self) -> None:

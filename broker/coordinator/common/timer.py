@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Hashable
 
-from ..purgatory import Timer
+from ...purgatory import Timer
 
 
 class _Entry:

@@ -1,7 +1,7 @@
 """The group coordinator's storage: partition N of ``__consumer_offsets`` belongs to shard N.
 
-The coordinator hands over records in Kafka's own key/value formats; coordinator_log.py appends
-them through the same partition logs as user topics, so tools that read ``__consumer_offsets``
+The coordinator hands over records in Kafka's own key/value formats; common/storage.py appends them
+through the same partition logs as user topics, so tools that read ``__consumer_offsets``
 understand them, and replays them at start.
 """
 from __future__ import annotations
@@ -10,11 +10,10 @@ import asyncio
 
 import structlog
 
-from . import coordinator_log
-from .coordinator import GroupCoordinator
-from .coordinator.coordinator import TopicsView
-from .coordinator_log import marker_writer, partition_writer
-from .topics import OFFSETS_TOPIC
+from ...topics import OFFSETS_TOPIC
+from ..common import storage as coordinator_log
+from ..common.storage import marker_writer, partition_writer
+from .coordinator import GroupCoordinator, TopicsView
 
 #: the configs Kafka creates __consumer_offsets with; segment.bytes comes from
 #: offsets.topic.segment.bytes
@@ -63,7 +62,8 @@ class BrokerTopicsView(TopicsView):
 
 async def load_all(broker) -> None:
     """Replay every partition into its shard; each shard answers LOAD_IN_PROGRESS until done."""
-    records, seconds = await coordinator_log.load_all(broker, broker.coordinator, OFFSETS_TOPIC)
+    records, seconds = await coordinator_log.load_all(broker, broker.coordinator.runtime,
+                                                      OFFSETS_TOPIC)
     if records:
         log.info("offsets loaded", records=records, groups=broker.coordinator.group_count(),
                  seconds=seconds)

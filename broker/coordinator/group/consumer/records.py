@@ -94,7 +94,10 @@ def _value(record_type: int, **fields) -> bytes:
     return _VALUE_VERSION + _VALUES[record_type](**fields).encode(0)
 
 
-def _topic_partitions(cls, assignment, epochs=None) -> list:
+def topic_partitions_value(cls, assignment, epochs=None) -> list:
+    """An assignment ``{topic_id: partitions}`` as the records' list of ``cls``: topics in id
+    order, partitions sorted, empty topics left out; with ``epochs``, each partition's
+    assignment epoch. The share group records use it too."""
     out = []
     for topic_id, partitions in sorted(assignment.items(), key=lambda kv: kv[0].bytes):
         if not partitions:
@@ -163,7 +166,7 @@ def target_assignment_record(group_id: str, member_id: str, assignment) -> Recor
     cls = m.ConsumerGroupTargetAssignmentMemberValue.TopicPartition
     return (_key(TARGET_ASSIGNMENT_MEMBER, group_id=group_id, member_id=member_id),
             _value(TARGET_ASSIGNMENT_MEMBER,
-                   topic_partitions=_topic_partitions(cls, assignment)))
+                   topic_partitions=topic_partitions_value(cls, assignment)))
 
 
 def target_assignment_tombstone(group_id: str, member_id: str) -> Record:
@@ -185,9 +188,9 @@ def current_assignment_record(group_id: str, member: ConsumerGroupMember) -> Rec
     return (_key(CURRENT_MEMBER_ASSIGNMENT, group_id=group_id, member_id=member.member_id),
             _value(CURRENT_MEMBER_ASSIGNMENT, member_epoch=member.member_epoch,
                    previous_member_epoch=member.previous_member_epoch, state=int(member.state),
-                   assigned_partitions=_topic_partitions(cls, member.assigned,
-                                                         _epochs(member)),
-                   partitions_pending_revocation=_topic_partitions(
+                   assigned_partitions=topic_partitions_value(cls, member.assigned,
+                                                              _epochs(member)),
+                   partitions_pending_revocation=topic_partitions_value(
                        cls, member.pending_revocation, _epochs(member))))
 
 

@@ -12,7 +12,7 @@ A heartbeat is handled in three steps, as in Kafka:
 The handler reads the group and returns the records of what changed and the response; the
 shard stores the records, replays them into the group (:meth:`replay`, the same code that
 rebuilds the group at load) and only then answers. Session and revocation timeouts are keyed
-timers (coordinator_timer.py) that fence a member through the same write path.
+timers (common/timer.py) that fence a member through the same write path.
 """
 from __future__ import annotations
 
@@ -24,9 +24,10 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
+from ...common.result import CoordinatorResult, append_error
+from ...common.timer import CoordinatorTimer
 from .. import records as rec
 from ..context import GroupContext
-from ..coordinator_timer import CoordinatorTimer
 from ..group import DEAD, EMPTY, STABLE, GroupMetadata
 from . import records as crec
 from .assignors import (ASSIGNORS, HETEROGENEOUS, HOMOGENEOUS, GroupSpec,
@@ -58,13 +59,13 @@ def _empty(value: str | None) -> bool:
 class ConsumerGroupManager:
     """The KIP-848 protocol for the consumer groups of one shard."""
 
-    def __init__(self, shard: GroupContext) -> None:
-        self.shard = shard
-        self.groups = shard.groups
-        self.config = shard.config
-        self.clock = shard.clock
-        self.stats = shard.stats
-        self.timer = CoordinatorTimer(shard.timer)
+    def __init__(self, context: GroupContext) -> None:
+        self.context = context
+        self.groups = context.groups
+        self.config = context.config
+        self.clock = context.clock
+        self.stats = context.stats
+        self.timer = CoordinatorTimer(context.timer)
         self.classic_members = ClassicMembers(self)
         #: group id -> the classic record of a downgrade being written (migration.py)
         self._downgrading: dict[str, bytes] = {}
@@ -81,7 +82,7 @@ class ConsumerGroupManager:
 
     @property
     def topics(self):
-        return self.shard.topics
+        return self.context.topics
 
     # ================================================================== ConsumerGroupHeartbeat
     def heartbeat(self, request, version: int, client_id: str, client_host: str,
@@ -249,14 +250,14 @@ class ConsumerGroupManager:
             return
 
         def stored(exc) -> None:
-            error = rec.append_error(exc)
+            error = append_error(exc)
             if exc is not None:
                 log.warning("failed to store consumer group records", group=group_id,
                             error=error.name)
                 self.write_failed(group_id)
             then(error)
 
-        self.shard.write(records, stored)
+        self.context.append(CoordinatorResult(records, stored))
 
     def _validate(self, request, version: int) -> None:
         """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid."""
@@ -342,7 +343,7 @@ class ConsumerGroupManager:
                 or member.classic_metadata is not None
                 or member.client_id != client_id or member.client_host != client_host):
             return None
-        version = self.shard.topics.version()
+        version = self.context.topics.version()
         if group.metadata_version != version or (group.regex_members
                                                  and group.regex_version != version):
             return None
@@ -371,7 +372,7 @@ class ConsumerGroupManager:
                              f"The consumer group has reached its maximum capacity of "
                              f"{self.config.group_consumer_max_size} members.")
         if not member_id:
-            member_id = new_member_id(self.shard.new_uuid())  # v0: the coordinator gives it
+            member_id = new_member_id(self.context.new_uuid())  # v0: the coordinator gives it
         if instance_id is None:
             member = group.members.get(member_id)
             if member is None:
@@ -505,7 +506,7 @@ class ConsumerGroupManager:
             records.append(crec.group_epoch_record(group_id, group_epoch, new_hash))
             self.stats.consumer_group_rebalances_total += 1
             log.info("group epoch bumped", group=group_id, epoch=group_epoch,
-                     member=updated.member_id, partition=self.shard.partition)
+                     member=updated.member_id, partition=self.context.partition)
         return group_epoch, metadata, resolved, subscription_changed
 
     def _target_due(self, group: ConsumerGroup, group_epoch: int, now: int) -> bool:
@@ -800,7 +801,7 @@ class ConsumerGroupManager:
         Kafka computes it at the next heartbeat after the interval; here the timer does, so
         the members find it at their next heartbeats."""
         group = self.groups.get(group_id)
-        if not isinstance(group, ConsumerGroup) or self.shard.loading \
+        if not isinstance(group, ConsumerGroup) or self.context.loading \
                 or group.group_epoch <= group.assignment_epoch or not group.members:
             return
         now = self.clock()
@@ -817,7 +818,7 @@ class ConsumerGroupManager:
                 log.warning("failed to store a target assignment", group=group_id,
                             error=str(exc))
 
-        self.shard.write(records, stored)
+        self.context.append(CoordinatorResult(records, stored))
 
     # ------------------------------------------------------------------ leaving and fencing
     def _leave(self, request) -> tuple:
@@ -932,7 +933,7 @@ class ConsumerGroupManager:
         """Fence a member as its session timeout does (the timer's path, also for injected
         faults)."""
         group = self.groups.get(group_id)
-        if not isinstance(group, ConsumerGroup) or self.shard.loading:
+        if not isinstance(group, ConsumerGroup) or self.context.loading:
             return
         member = group.members.get(member_id)
         if member is None:
@@ -946,7 +947,7 @@ class ConsumerGroupManager:
 
     def _on_revocation_timeout(self, group_id: str, member_id: str, epoch: int) -> None:
         group = self.groups.get(group_id)
-        if not isinstance(group, ConsumerGroup) or self.shard.loading:
+        if not isinstance(group, ConsumerGroup) or self.context.loading:
             return
         member = group.members.get(member_id)
         if member is None or member.state is not MemberState.UNREVOKED_PARTITIONS \
@@ -969,7 +970,7 @@ class ConsumerGroupManager:
                 log.warning("failed to fence member", group=group.group_id,
                             member=member.member_id, error=str(exc))
 
-        self.shard.write(self.fence_member(group, member), stored)
+        self.context.append(CoordinatorResult(self.fence_member(group, member), stored))
 
     # ------------------------------------------------------------------ replay
     def replay(self, key: crec.ConsumerKey, value: bytes | None, replay: bool) -> None:
@@ -1118,7 +1119,7 @@ class ConsumerGroupManager:
                 log.warning("failed to delete the empty consumer group", group=group.group_id,
                             error=str(exc))
 
-        self.shard.write(self.group_tombstones(group), stored)
+        self.context.append(CoordinatorResult(self.group_tombstones(group), stored))
 
     # ------------------------------------------------------------------ loading
     def on_loaded(self, group: ConsumerGroup) -> None:

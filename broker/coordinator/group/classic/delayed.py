@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ...purgatory import DelayedOperation, DelayedOperationPurgatory
+from ....purgatory import DelayedOperation, DelayedOperationPurgatory
 from ..group import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE, GroupMetadata, MemberMetadata
 
 

@@ -13,12 +13,13 @@ import structlog
 
 from protocol.errors import ErrorCode
 
+from ..common.result import CoordinatorResult, append_error
 from . import records as rec
 from .context import GroupContext
 from .group import (COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, STABLE,
                     UNKNOWN_MEMBER_ID, GroupMetadata, OffsetAndMetadata)
 from .consumer.group import ConsumerGroup
-from .records import append_error, java_length
+from .records import java_length
 
 
 log = structlog.get_logger("broker.coordinator")
@@ -29,8 +30,8 @@ E = ErrorCode
 class OffsetMetadataManager:
     """The offsets half of one shard; every change goes through the shard's write path."""
 
-    def __init__(self, shard: GroupContext) -> None:
-        self.shard = shard
+    def __init__(self, context: GroupContext) -> None:
+        self.context = context
         #: transactional commits waiting for their marker: producer id -> group -> tp -> offset
         self.pending_transactions: dict[int, dict[str, dict[tuple[str, int],
                                                              OffsetAndMetadata]]] = {}
@@ -45,7 +46,7 @@ class OffsetMetadataManager:
     def replay(self, group_id: str, tp: tuple[str, int], offset: OffsetAndMetadata | None,
                replay: bool) -> None:
         """Apply an offset commit record (None: a tombstone), live or replayed at load."""
-        group = self.shard.groups.get(group_id)
+        group = self.context.groups.get(group_id)
         if offset is None:
             if group is not None:
                 group.offsets.pop(tp, None)
@@ -54,7 +55,7 @@ class OffsetMetadataManager:
         if group is None:
             if not replay:
                 return  # the group was deleted while its commit was being written
-            group = self.shard.groups[group_id] = GroupMetadata(group_id, self.shard.clock())
+            group = self.context.groups[group_id] = GroupMetadata(group_id, self.context.clock())
         elif group.state is DEAD and not replay:
             return
         self._records += 1
@@ -67,8 +68,8 @@ class OffsetMetadataManager:
         """A TxnOffsetCommit record: invisible until the transaction's COMMIT marker."""
         if offset is None:
             return
-        if group_id not in self.shard.groups:
-            self.shard.groups[group_id] = GroupMetadata(group_id, self.shard.clock())
+        if group_id not in self.context.groups:
+            self.context.groups[group_id] = GroupMetadata(group_id, self.context.clock())
         self._records += 1
         offset.record_offset = self._records
         self.pending_transactions.setdefault(producer_id, {}).setdefault(group_id, {})[tp] = offset
@@ -91,7 +92,7 @@ class OffsetMetadataManager:
                 del self.open_transactions[group_id]
             if not commit:
                 continue
-            group = self.shard.groups.get(group_id)
+            group = self.context.groups.get(group_id)
             if group is None or group.state is DEAD:
                 continue
             for tp, offset in offsets.items():
@@ -132,7 +133,7 @@ class OffsetMetadataManager:
             respond(results)
             return
         records, written = self._offset_records(group_id, todo, results, version >= 2,
-                                                self.shard.clock(), None, None)
+                                                self.context.clock(), None, None)
         if not records:
             respond(results)
             return
@@ -142,13 +143,12 @@ class OffsetMetadataManager:
             if exc is not None:
                 log.warning("failed to store transactional offsets", group=group_id,
                             error=error.name)
-            else:
-                self.shard.stats.offset_commits_total += len(written)
             for tp in written:
                 results[tp] = error
             respond(results)
 
-        self.shard.write(records, stored, producer=(request.producer_id, request.producer_epoch))
+        self.context.append(CoordinatorResult(records, stored,
+                                            (request.producer_id, request.producer_epoch)))
 
     def _validate_txn_commit(self, request, version: int):
         """(error or None, group): Kafka's validateTransactionalOffsetCommit. Unlike a plain
@@ -158,13 +158,13 @@ class OffsetMetadataManager:
         generation = request.generation_id if version >= 3 else -1
         member_id = (request.member_id if version >= 3 else "") or ""
         instance_id = request.group_instance_id if version >= 3 else None
-        group = self.shard.groups.get(group_id)
+        group = self.context.groups.get(group_id)
         if getattr(group, "group_type", None) == "share":
             return E.GROUP_ID_NOT_FOUND, None
         if group is None or group.state is DEAD:
             if generation >= 0:
                 return E.ILLEGAL_GENERATION, None
-            group = self.shard.groups[group_id] = GroupMetadata(group_id, self.shard.clock())
+            group = self.context.groups[group_id] = GroupMetadata(group_id, self.context.clock())
             return None, group
         if isinstance(group, ConsumerGroup):
             if generation < 0 and not group.members:
@@ -178,8 +178,8 @@ class OffsetMetadataManager:
         if generation < 0 and group.state is EMPTY:
             return None, group
         if generation >= 0 or member_id or instance_id is not None:
-            error = self.shard.classic.validate_current_member(group, member_id or UNKNOWN_MEMBER_ID,
-                                                              instance_id)
+            error = self.context.classic.validate_current_member(
+                group, member_id or UNKNOWN_MEMBER_ID, instance_id)
             if error is not None:
                 return error, group
             if generation != group.generation_id:
@@ -205,7 +205,7 @@ class OffsetMetadataManager:
                 results[(t, p)] = error
             respond(results)
 
-        group = self.shard.groups.get(group_id)
+        group = self.context.groups.get(group_id)
         if getattr(group, "group_type", None) == "share":
             fail(E.GROUP_ID_NOT_FOUND)   # a share group keeps no committed offsets
             return
@@ -215,7 +215,7 @@ class OffsetMetadataManager:
                 fail(E.GROUP_ID_NOT_FOUND if version >= 9 else E.ILLEGAL_GENERATION)
                 return
             # a simple group: offsets committed without group management
-            group = self.shard.groups[group_id] = GroupMetadata(group_id, self.shard.clock())
+            group = self.context.groups[group_id] = GroupMetadata(group_id, self.context.clock())
         if isinstance(group, ConsumerGroup):
             error = (E.COORDINATOR_NOT_AVAILABLE if group.state is DEAD else
                      group.validate_offset_commit(request.member_id or "", instance_id,
@@ -227,9 +227,9 @@ class OffsetMetadataManager:
             partition_check, error = error, None
         if error is not None:
             fail(error)
-            self.shard.maybe_drop_transient_group(group)
+            self.context.maybe_drop_transient_group(group)
             return
-        now = self.shard.clock()
+        now = self.context.clock()
         expire = None
         if 2 <= version <= 4 and request.retention_time_ms not in (None, -1):
             expire = now + request.retention_time_ms
@@ -237,7 +237,7 @@ class OffsetMetadataManager:
                                                 expire, partition_check)
         if not records:
             respond(results)
-            self.shard.maybe_drop_transient_group(group)
+            self.context.maybe_drop_transient_group(group)
             return
         pending = group.pending_offset_commits
         for tp in written:
@@ -253,13 +253,11 @@ class OffsetMetadataManager:
             error = append_error(exc, for_offsets=True)
             if exc is not None:
                 log.warning("failed to store offsets", group=group_id, error=error.name)
-            else:
-                self.shard.stats.offset_commits_total += len(written)
             for tp in written:
                 results[tp] = error
             respond(results)
 
-        self.shard.write(records, stored)
+        self.context.append(CoordinatorResult(records, stored))
 
     def _offset_records(self, group_id: str, todo: list, results: dict,
                         with_leader_epoch: bool, now: int, expire: int | None,
@@ -269,10 +267,10 @@ class OffsetMetadataManager:
         ``results``."""
         records = []
         written = []
-        max_metadata = self.shard.config.offset_metadata_max_bytes
+        max_metadata = self.context.config.offset_metadata_max_bytes
         for topic, partition, offset, leader_epoch, metadata, _ in todo:
             if partition_check is not None:
-                found = self.shard.topics.get(topic)
+                found = self.context.topics.get(topic)
                 refused = partition_check(found[0] if found else None, partition)
                 if refused is not None:
                     results[(topic, partition)] = refused
@@ -293,7 +291,7 @@ class OffsetMetadataManager:
         if generation < 0 and group.state is EMPTY:
             return None  # a simple (non-group-managed) commit, or the admin client
         if generation >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
-            error = self.shard.classic.validate_current_member(group, member_id, instance_id)
+            error = self.context.classic.validate_current_member(group, member_id, instance_id)
             if error is not None:
                 return error
             if generation != group.generation_id:
@@ -312,7 +310,7 @@ class OffsetMetadataManager:
 
         ``topics`` is [(topic, [partitions])] or None for every committed offset of the group.
         """
-        group = self.shard.groups.get(group_id)
+        group = self.context.groups.get(group_id)
         if group is not None and group.state is DEAD:
             group = None
         if topics is None:
@@ -352,7 +350,7 @@ class OffsetMetadataManager:
         topic is answered (NONE even without a committed offset); a tombstone is written only
         where an offset is committed or a commit is being written. A failed write fails the
         whole request (group-level error, no partitions)."""
-        group = self.shard.groups.get(group_id)
+        group = self.context.groups.get(group_id)
         if group is None or group.state is DEAD:
             done(E.GROUP_ID_NOT_FOUND, [])
             return
@@ -389,17 +387,17 @@ class OffsetMetadataManager:
             log.info("offsets deleted", group=group_id, offsets=len(records))
             done(E.NONE, out)
 
-        self.shard.write(records, stored)
+        self.context.append(CoordinatorResult(records, stored))
 
     # ================================================================== retention
     def expire(self, now: int) -> int:
         """Delete offsets past ``offsets.retention.minutes`` and then Empty groups that have no
         offsets left (Kafka's cleanupGroupMetadata). Returns the number of offsets expired."""
-        retention_ms = self.shard.config.offsets_retention_ms
+        retention_ms = self.context.config.offsets_retention_ms
         records = []
         deleted_groups = []
         expired_total = 0
-        for group in list(self.shard.groups.values()):
+        for group in list(self.context.groups.values()):
             if group.state is DEAD:
                 continue
             base = None
@@ -437,12 +435,12 @@ class OffsetMetadataManager:
             expired_total += len(expired)
             if expired:
                 log.info("offsets expired", group=group.group_id, offsets=len(expired),
-                         partition=self.shard.partition)
+                         partition=self.context.partition)
             all_gone = len(expired) == len(group.offsets) and not group.pending_offset_commits
             if (all_gone and group.state is EMPTY and not group.members
                     and not group.pending_members):
                 if isinstance(group, ConsumerGroup):
-                    records.extend(self.shard.consumer.group_tombstones(group))
+                    records.extend(self.context.consumer.group_tombstones(group))
                     group.state = DEAD
                     deleted_groups.append(group)
                 elif group.persisted:
@@ -450,26 +448,25 @@ class OffsetMetadataManager:
                     group.transition_to(DEAD, now)
                     deleted_groups.append(group)
                 elif not group.offsets:
-                    del self.shard.groups[group.group_id]
+                    del self.context.groups[group.group_id]
         if not records:
             return 0
 
         def stored(exc) -> None:
             if exc is not None:
-                log.warning("failed to write expired offsets", partition=self.shard.partition,
+                log.warning("failed to write expired offsets", partition=self.context.partition,
                             error=append_error(exc).name)
                 for group in deleted_groups:
-                    if self.shard.groups.get(group.group_id) is group and group.state is DEAD:
+                    if self.context.groups.get(group.group_id) is group and group.state is DEAD:
                         group.state = EMPTY
                 return
-            self.shard.stats.offsets_expired_total += expired_total
+            self.context.stats.offsets_expired_total += expired_total
             for group in deleted_groups:
                 log.info("group deleted after its offsets expired", group=group.group_id)
-                self.shard.stats.groups_deleted_total += 1
             # simple groups whose last offsets expired are not persisted: drop them from memory
-            for group in list(self.shard.groups.values()):
+            for group in list(self.context.groups.values()):
                 if group.protocol_type is None and not group.persisted:
-                    self.shard.maybe_drop_transient_group(group)
+                    self.context.maybe_drop_transient_group(group)
 
-        self.shard.write(records, stored)
+        self.context.append(CoordinatorResult(records, stored))
         return expired_total

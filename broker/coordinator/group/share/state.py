@@ -17,7 +17,7 @@ import uuid
 
 from protocol import messages as m
 
-from ..hashing import partition_for
+from ...common.hashing import partition_for
 from ..records import RecordError
 from .partition import ACQUIRED, AVAILABLE, SharePartition
 

@@ -10,7 +10,8 @@ shard stores the records, replays them (:meth:`replay`, also the load path) and 
 
 Kafka assigns only share partitions its share coordinator has initialized, which takes a
 heartbeat interval; here a share partition is initialized by the first ShareFetch at its
-leader (broker/coordinator/share/fetcher.py), so a member's first heartbeat gets its partitions.
+leader (broker/coordinator/group/share/fetcher.py), so a member's first heartbeat gets its
+partitions.
 """
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
+from ...common.result import CoordinatorResult, append_error
+from ...common.timer import CoordinatorTimer
 from .. import records as rec
 from ..consumer.group import ConsumerGroupMember, GroupError, metadata_hash
 from ..consumer.records import assignment_of
-from ..coordinator_timer import CoordinatorTimer
+from ..context import GroupContext
 from ..group import DEAD
 from . import records as srec
 from .assignor import assign
@@ -57,13 +60,13 @@ class ShareGroupListener:
 class ShareGroupManager:
     """The share-group protocol for the share groups of one shard."""
 
-    def __init__(self, shard) -> None:
-        self.shard = shard
-        self.groups = shard.groups
-        self.config = shard.config
-        self.clock = shard.clock
-        self.stats = shard.stats
-        self.timer = CoordinatorTimer(shard.timer)
+    def __init__(self, context: GroupContext) -> None:
+        self.context = context
+        self.groups = context.groups
+        self.config = context.config
+        self.clock = context.clock
+        self.stats = context.stats
+        self.timer = CoordinatorTimer(context.timer)
         self.listener = ShareGroupListener()
         #: ``group_config(group_id) -> mapping`` of the group's own settings (the GROUP config
         #: resource), read for share.session.timeout.ms and share.heartbeat.interval.ms
@@ -72,7 +75,7 @@ class ShareGroupManager:
 
     @property
     def topics(self):
-        return self.shard.topics
+        return self.context.topics
 
     def _setting(self, group_id: str, name: str, default: int) -> int:
         configs = self.group_config(group_id) if self.group_config is not None else None
@@ -298,7 +301,7 @@ class ShareGroupManager:
     def expire_member(self, group_id: str, member_id: str) -> None:
         """The member's session timed out: fence it through the write path."""
         group = self.groups.get(group_id)
-        if not isinstance(group, ShareGroup) or self.shard.loading:
+        if not isinstance(group, ShareGroup) or self.context.loading:
             return
         member = group.members.get(member_id)
         if member is None:
@@ -312,14 +315,14 @@ class ShareGroupManager:
                 log.warning("failed to fence share group member", group=group_id,
                             member=member_id, error=str(exc))
 
-        self.shard.write(self.fence_member(group, member), stored)
+        self.context.append(CoordinatorResult(self.fence_member(group, member), stored))
 
     def store(self, group_id: str, records: list, then) -> None:
         """Store and apply ``records``, then ``then(error)`` (NONE once stored)."""
         if not records:
             then(E.NONE)
             return
-        self.shard.write(records, lambda exc: then(rec.append_error(exc)))
+        self.context.append(CoordinatorResult(records, lambda exc: then(append_error(exc))))
 
     # ------------------------------------------------------------------ replay
     def replay(self, key: srec.ShareKey, value: bytes | None, replay: bool) -> None:

@@ -5,7 +5,7 @@ path. The protocols work on its groups: classic/manager.py (JoinGroup, SyncGroup
 LeaveGroup, DescribeGroups) and offsets.py (OffsetCommit, OffsetFetch, OffsetDelete, retention).
 
 Sans-I/O. The shard gets requests, the injected clock, the shared timer and purgatories, and the
-runtime's ``persist`` functions (runtime.py); it answers through callbacks. Durable state —
+runtime's ``persist`` functions (common/runtime.py); it answers through callbacks. Durable state —
 committed offsets and each group's persisted metadata (generation, protocol, leader, members with
 their subscriptions and assignments) — changes only by applying records of Kafka's
 __consumer_offsets format (records.py), through :meth:`GroupCoordinatorShard.replay`: the same code
@@ -23,17 +23,17 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ..purgatory import DelayedOperationPurgatory, Timer
+from ...purgatory import DelayedOperationPurgatory, Timer
+from ..common.result import CoordinatorResult, append_error
+from ..common.runtime import NO_PRODUCER_ID, CoordinatorShard
 from . import records as rec
 from .classic.manager import ClassicGroupManager
-from .context import Stats
+from .context import GroupContext, Stats
 from .consumer import records as crec
 from .consumer.group import ConsumerGroup
 from .consumer.manager import ConsumerGroupManager
 from .group import DEAD, EMPTY, GroupMetadata
 from .offsets import OffsetMetadataManager
-from .records import append_error
-from .runtime import NO_PRODUCER_ID, CoordinatorShard
 from .share import records as srec
 from .share.group import ShareGroup
 from .share.manager import ShareGroupManager
@@ -63,10 +63,14 @@ class GroupCoordinatorShard(CoordinatorShard):
         #: topic metadata for consumer groups: get(name), by_id(topic_id), names(), version()
         self.topics = topics
         self.groups: dict[str, GroupMetadata | ConsumerGroup] = {}
-        self.offsets = OffsetMetadataManager(self)
-        self.classic = ClassicGroupManager(self)
-        self.consumer = ConsumerGroupManager(self)
-        self.share = ShareGroupManager(self)
+        #: what the managers see of this shard
+        self.context = context = GroupContext(
+            partition, config, clock, timer, heartbeat_purgatory, rebalance_purgatory, stats,
+            new_uuid, topics, self.groups, self.append, self.maybe_drop_transient_group)
+        self.offsets = OffsetMetadataManager(context)
+        self.classic = context.classic = ClassicGroupManager(context)
+        self.consumer = context.consumer = ConsumerGroupManager(context)
+        self.share = ShareGroupManager(context)
 
     # ------------------------------------------------------------------ the state machine
     def replay(self, key: bytes, value: bytes | None, replay: bool = False,
@@ -102,6 +106,14 @@ class GroupCoordinatorShard(CoordinatorShard):
         self.share.settle_states()
 
     # ------------------------------------------------------------------ loading
+    def begin_loading(self) -> None:
+        super().begin_loading()
+        self.context.loading = True
+
+    def finish_loading(self) -> None:
+        self.context.loading = False
+        super().finish_loading()
+
     def on_loaded(self) -> None:
         members = 0
         offsets = 0
@@ -194,9 +206,8 @@ class GroupCoordinatorShard(CoordinatorShard):
                     if self.groups.get(group.group_id) is group and group.state is DEAD:
                         group.state = EMPTY  # not deleted after all
                 else:
-                    self.stats.groups_deleted_total += 1
                     self.stats.history.forget(group.group_id)
                     log.info("group deleted", group=group.group_id, partition=self.partition)
             done(results)
 
-        self.write(records, stored)
+        self.append(CoordinatorResult(records, stored))

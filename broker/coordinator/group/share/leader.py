@@ -4,7 +4,7 @@ SharePartitionManager), sans-I/O: the ShareFetch and ShareAcknowledge handlers
 
 Each share partition (group, topic id, partition) is created at the first ShareFetch that names
 it and starts where the group's ``share.auto.offset.reset`` says (latest by default). Its
-acquisition locks are one keyed timer entry per share partition (coordinator_timer.py), due at
+acquisition locks are one keyed timer entry per share partition (common/timer.py), due at
 its earliest lock; records a lock expiry or a release makes available again wake the parked
 ShareFetches of that partition (``on_available``). The group coordinator tells this object
 when a member leaves or a group is deleted (ShareGroupListener).
@@ -16,7 +16,7 @@ from typing import Callable
 
 import structlog
 
-from ..coordinator_timer import CoordinatorTimer
+from ...common.timer import CoordinatorTimer
 from ..group_configs import reset_duration_ms
 from .manager import ShareGroupListener
 from .partition import SharePartition

@@ -19,11 +19,8 @@ import struct
 from typing import Iterable, NamedTuple
 
 from protocol import messages as m
-from protocol.errors import ErrorCode
 
 from .group import GroupMetadata, OffsetAndMetadata
-
-E = ErrorCode
 
 OFFSET_COMMIT_KEY_VERSION = 1
 LEGACY_OFFSET_COMMIT_KEY_VERSION = 0
@@ -190,29 +187,6 @@ def decode_record(key: bytes, value: bytes | None):
 
 def describe(records: Iterable[Record]) -> list[tuple]:
     return [decode_record(k, v) for k, v in records]
-
-
-def append_error(exc: BaseException | None, for_offsets: bool = False) -> ErrorCode:
-    """Kafka's mapping of a failed append to __consumer_offsets to the error clients get."""
-    if exc is None:
-        return E.NONE
-    code = getattr(exc, "code", None)
-    if code is None:
-        code = getattr(exc, "error_code", None)
-    if code is None:
-        return E.COORDINATOR_NOT_AVAILABLE
-    try:
-        code = E(int(code))
-    except ValueError:
-        return E.UNKNOWN_SERVER_ERROR
-    if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS,
-                E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.REQUEST_TIMED_OUT):
-        return E.COORDINATOR_NOT_AVAILABLE
-    if code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
-        return E.NOT_COORDINATOR
-    if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
-        return E.INVALID_COMMIT_OFFSET_SIZE if for_offsets else E.UNKNOWN_SERVER_ERROR
-    return code
 
 
 def java_length(s: str | None) -> int:

@@ -7,10 +7,12 @@ the shard of that partition owns the key's state. Both coordinators get from her
 * routing: ``partition_for(key)`` and ``shard_for(key)`` (Java's hashCode, as Kafka);
 * loading: a shard replays its partition at start and answers COORDINATOR_LOAD_IN_PROGRESS
   meanwhile (``begin_loading`` / ``load`` / ``finish_loading``);
-* the write path: :meth:`CoordinatorShard.write` persists records, applies them with the same
-  code as the replay, and only then calls back; :meth:`CoordinatorShard.write_marker` writes a
-  transaction marker into the partition (transactional offset commits end with one);
-* the keyed timer (coordinator_timer.py).
+* the write path: an operation gives its shard a CoordinatorResult (result.py), records and
+  what to do once they are stored; :meth:`CoordinatorShard.append` persists the records,
+  applies them with the same code as the replay, and only then calls back;
+  :meth:`CoordinatorShard.write_marker` writes a transaction marker into the partition
+  (transactional offset commits end with one);
+* the keyed timer (timer.py).
 
 Sans-I/O: the broker supplies ``persist(partition, records, on_done, producer=None)`` (records
 are ``(key, value)`` bytes; ``producer`` is ``(producer_id, producer_epoch)`` for a transactional
@@ -19,7 +21,6 @@ on_done, transaction_version=)`` (version 2 markers carry the transaction's bump
 """
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Callable, Iterable, NamedTuple
 
 import structlog
@@ -27,43 +28,13 @@ import structlog
 from protocol.errors import ErrorCode
 
 from .hashing import partition_for
+from .result import CoordinatorResult
 
 log = structlog.get_logger("broker.coordinator")
 
 E = ErrorCode
 _PARTITION_CACHE_SIZE = 100_000
 NO_PRODUCER_ID = -1
-
-
-def settings_from(cls, config=None):
-    """A coordinator's settings dataclass from None (its defaults), an instance, or a mapping
-    (a dict or the broker's config) keyed by Kafka's names (``group.max.size``) or by the
-    field names. Values are converted to the field's type (a tuple from a comma list)."""
-    if config is None:
-        return cls()
-    if isinstance(config, cls):
-        return config
-    values = {}
-    for f in fields(cls):
-        for name in (f.name.replace("_", "."), f.name):
-            try:
-                value = config[name]
-            except (KeyError, IndexError, TypeError, AttributeError):
-                continue
-            if value is None:
-                continue
-            if f.type in (tuple, "tuple"):
-                values[f.name] = tuple(value) if not isinstance(value, str) else \
-                    tuple(v.strip() for v in value.split(",") if v.strip())
-            elif f.type in (str, "str"):
-                values[f.name] = str(value).lower()
-            elif f.type in (bool, "bool"):
-                values[f.name] = value if isinstance(value, bool) else \
-                    str(value).lower() == "true"
-            else:
-                values[f.name] = int(value)
-            break
-    return cls(**values)
 
 
 class EndMarker(NamedTuple):
@@ -112,11 +83,12 @@ class CoordinatorShard:
         """Drop the state, answering whoever waits with ``error``."""
 
     # ------------------------------------------------------------------ the write path
-    def write(self, records: list, on_done: Callable[[BaseException | None], None],
-              producer: tuple[int, int] | None = None) -> None:
-        """Persist ``records``; once stored apply them, then ``on_done(None)``; on failure
-        ``on_done(exc)`` with nothing applied. ``producer`` makes it a transactional write whose
-        records stay pending until the transaction's marker."""
+    def append(self, result: CoordinatorResult) -> None:
+        """The one write path: persist ``result.records``; once stored apply them, then
+        ``result.stored(None)``; on failure ``result.stored(exc)`` with nothing applied.
+        ``result.producer`` makes it a transactional write whose records stay pending until the
+        transaction's marker."""
+        records, on_done, producer = result
         state = {"done": False}
         producer_id = NO_PRODUCER_ID if producer is None else producer[0]
 
@@ -210,20 +182,22 @@ class CoordinatorRuntime:
 
     def __init__(self, num_partitions: int, make_shard: Callable[[int], CoordinatorShard]):
         self.num_partitions = num_partitions
-        self._partitions: dict[str, int] = {}  # key -> partition: hashing is per request
+        #: key -> partition: hashing is per request (the services read it on their hot paths)
+        self.key_partitions: dict[str, int] = {}
         self.shards = [make_shard(p) for p in range(num_partitions)]
 
     def partition_for(self, key: str) -> int:
-        partition = self._partitions.get(key)
+        partitions = self.key_partitions
+        partition = partitions.get(key)
         if partition is None:
-            if len(self._partitions) >= _PARTITION_CACHE_SIZE:
-                self._partitions.clear()
-            partition = self._partitions[key] = partition_for(key, self.num_partitions)
+            if len(partitions) >= _PARTITION_CACHE_SIZE:
+                partitions.clear()
+            partition = partitions[key] = partition_for(key, self.num_partitions)
         return partition
 
     def shard_for(self, key: str):
         """On every request: one dict lookup for a key seen before."""
-        partition = self._partitions.get(key)
+        partition = self.key_partitions.get(key)
         if partition is None:
             partition = self.partition_for(key)
         return self.shards[partition]

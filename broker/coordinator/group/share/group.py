@@ -97,11 +97,6 @@ class ShareGroup:
     def has_pending_offset_commit(self, tp) -> bool:
         return False
 
-    def assigned_members(self, topic_id, partition: int) -> list[str]:
-        """The members whose assignment holds the partition."""
-        return [member_id for member_id, member in self.members.items()
-                if partition in member.assigned.get(topic_id, ())]
-
     def __repr__(self) -> str:
         return (f"<ShareGroup {self.group_id} {self.state.value} epoch={self.group_epoch} "
                 f"members={len(self.members)}>")

@@ -1,18 +1,18 @@
 """The share partitions' storage: ``__share_group_state`` (compacted), created at its first
 write (or a FindCoordinator for a SHARE key) as Kafka creates it when a share group first needs
 it. The share coordinator (broker/coordinator/share_state/) writes it: for the share-group
-state APIs, and for broker/coordinator/share/leader.py at each change of a share partition. It
+state APIs, and for broker/coordinator/group/share/leader.py at each change of a share partition. It
 is read back at start, before the listeners accept."""
 from __future__ import annotations
 
 import structlog
 
-from . import coordinator_log
-from .coordinator.runtime import EndMarker
-from .coordinator.share import state
-from .coordinator.share_state.persister import SharePersister
-from .coordinator.share_state.service import ShareCoordinatorService
-from .coordinator.share_state.store import ShareStateStore
+from ..common import storage as coordinator_log
+from ..common.runtime import EndMarker
+from ..group.share import state
+from .persister import SharePersister
+from .service import ShareCoordinatorService
+from .store import ShareStateStore
 
 log = structlog.get_logger("broker.share")
 

@@ -1,0 +1,71 @@
+"""What a group shard gives the managers of its group types and offsets (classic/manager.py,
+consumer/manager.py, share/manager.py, offsets.py): its groups, clock, timer and purgatories,
+settings and counters, topic metadata, whether it is loading, and the write path. Managers hold
+this narrow context, never the shard, so the shard can hold them without an import loop and a
+manager reaches nothing of the shard it is not given."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ...purgatory import DelayedOperationPurgatory, Timer
+from ..common.result import CoordinatorResult
+from .group import GroupMetadata
+from .history import RebalanceHistory
+
+
+class GroupContext:
+    """One shard's context, made by the shard (shard.py), which keeps ``loading`` current and
+    sets ``classic`` and ``consumer`` once it made those managers (offsets and the migration
+    between the protocols use both)."""
+
+    __slots__ = ("partition", "config", "clock", "timer", "heartbeat_purgatory",
+                 "rebalance_purgatory", "stats", "new_uuid", "topics", "groups", "loading",
+                 "append", "maybe_drop_transient_group", "classic", "consumer")
+
+    def __init__(self, partition: int, config: Any, clock: Callable[[], int], timer: Timer,
+                 heartbeat_purgatory: DelayedOperationPurgatory,
+                 rebalance_purgatory: DelayedOperationPurgatory, stats: "Stats",
+                 new_uuid: Callable[[], object], topics: Any, groups: dict,
+                 append: Callable[[CoordinatorResult], None],
+                 maybe_drop_transient_group: Callable[[GroupMetadata], None]) -> None:
+        self.partition = partition
+        self.config = config
+        self.clock = clock
+        self.timer = timer
+        self.heartbeat_purgatory = heartbeat_purgatory
+        self.rebalance_purgatory = rebalance_purgatory
+        self.stats = stats
+        self.new_uuid = new_uuid
+        #: topic metadata for consumer groups: get(name), by_id(topic_id), names(), version()
+        self.topics = topics
+        #: the shard's group table: the same dict, never rebound
+        self.groups = groups
+        self.loading = False
+        #: the write path: persist ``result.records``, apply them, then ``result.stored(exc)``
+        #: (common/result.py)
+        self.append = append
+        #: forget a group that a join created and that holds nothing
+        self.maybe_drop_transient_group = maybe_drop_transient_group
+        self.classic: Any = None
+        self.consumer: Any = None
+
+
+class Stats:
+    """Counters the metrics layer reads (shared by every shard of a coordinator)."""
+
+    def __init__(self) -> None:
+        self.rebalances_total = 0           # join phases completed with members (new generations)
+        self.rebalances_started_total = 0
+        self.expired_members_total = 0      # removed on heartbeat/session expiry
+        self.offsets_expired_total = 0
+        self.consumer_group_rebalances_total = 0  # consumer-group epoch bumps
+        self.share_group_rebalances_total = 0     # share-group epoch bumps
+        #: called with the rebalance's duration in ms when a group becomes Stable (metrics)
+        self.on_group_stable: Callable[[int], None] | None = None
+        #: each group's recent rebalances, noted by the state machines (history.py)
+        self.history = RebalanceHistory()
+
+    def group_stable(self, group: GroupMetadata, now: int) -> None:
+        started = group.rebalance_started_ms
+        if self.on_group_stable is not None and started is not None and now >= started:
+            self.on_group_stable(now - started)
