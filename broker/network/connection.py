@@ -574,7 +574,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if delay_ms > 0:
             self._flush()  # the answers before the failure go now; the failure's own waits
             self.close_delayed = True
-            self.broker.timer.call_later(delay_ms, self._delay_over)
+            # + 1: the broker's clock counts whole milliseconds (floored), so a deadline of
+            # now + delay_ms can come up to a millisecond early; the answer never may
+            self.broker.timer.call_later(delay_ms + 1, self._delay_over)
         self.close_after_answers(reason)
 
     def _delay_over(self) -> None:

@@ -104,10 +104,11 @@ class Client:
 
     def _held_answer(self) -> bytes | None:
         """A failed authentication's answer: held, with nothing read, for
-        connection.failed.authentication.delay.ms (100), then written with the close."""
+        connection.failed.authentication.delay.ms (100) and the millisecond the floored clock
+        may have lost, then written with the close."""
         broker = self.broker
         assert not self.transport.closed and self.transport.reading_paused
-        broker.clock.now += 99
+        broker.clock.now += 100
         broker.timer.advance(broker.clock.now)
         assert self.next_frame() is None and not self.transport.closed
         broker.clock.now += 1
@@ -150,7 +151,7 @@ class Client:
         broker = self.broker
         if self.transport.closed or not self.transport.reading_paused:
             return False
-        broker.clock.now += 99
+        broker.clock.now += 100
         broker.timer.advance(broker.clock.now)
         if self.transport.closed:
             return False
