@@ -50,6 +50,7 @@ APIS = {
     "RemoveRaftVoter": None, "ShareGroupHeartbeat": None, "ShareGroupDescribe": None,
     "ShareFetch": None, "ShareAcknowledge": None, "DescribeShareGroupOffsets": None,
     "AlterShareGroupOffsets": None, "DeleteShareGroupOffsets": None,
+    "StreamsGroupHeartbeat": None, "StreamsGroupDescribe": None,
 }
 CLIENT_DATA = ["RequestHeader", "ResponseHeader", "ConsumerProtocolSubscription",
                "ConsumerProtocolAssignment", "EndTxnMarker"]
@@ -62,6 +63,10 @@ COORDINATOR_RECORDS = ["OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey
     f"ShareGroup{name}{part}" for name in (
         "Metadata", "MemberMetadata", "TargetAssignmentMetadata", "TargetAssignmentMember",
         "CurrentMemberAssignment", "StatePartitionMetadata")
+    for part in ("Key", "Value")] + [
+    f"StreamsGroup{name}{part}" for name in (
+        "Metadata", "Topology", "MemberMetadata", "TargetAssignmentMetadata",
+        "TargetAssignmentMember", "CurrentMemberAssignment")
     for part in ("Key", "Value")]
 TRANSACTION_RECORDS = ["TransactionLogKey", "TransactionLogValue"]
 SHARE_STATE_RECORDS = ["ShareSnapshotKey", "ShareSnapshotValue", "ShareUpdateKey",

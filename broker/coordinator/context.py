@@ -50,6 +50,7 @@ class Stats:
         self.groups_deleted_total = 0
         self.consumer_group_rebalances_total = 0  # consumer-group epoch bumps
         self.share_group_rebalances_total = 0     # share-group epoch bumps
+        self.streams_group_rebalances_total = 0   # streams-group epoch bumps
         #: called with the rebalance's duration in ms when a group becomes Stable (metrics)
         self.on_group_stable: Callable[[int], None] | None = None
         #: each group's recent rebalances, noted by the state machines (history.py)

@@ -44,6 +44,7 @@ from .runtime import CoordinatorRuntime, settings_from
 from .context import Stats
 from .shard import GroupCoordinatorShard
 from .share.group import ShareGroup
+from .streams.group import StreamsGroup
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -83,6 +84,15 @@ class CoordinatorConfig:
     group_share_heartbeat_interval_ms: int = kafka_default("group.share.heartbeat.interval.ms")
     group_share_session_timeout_ms: int = kafka_default("group.share.session.timeout.ms")
     group_share_max_size: int = kafka_default("group.share.max.size")
+    group_streams_heartbeat_interval_ms: int = kafka_default(
+        "group.streams.heartbeat.interval.ms")
+    group_streams_session_timeout_ms: int = kafka_default("group.streams.session.timeout.ms")
+    group_streams_max_size: int = kafka_default("group.streams.max.size")
+    group_streams_num_standby_replicas: int = kafka_default("group.streams.num.standby.replicas")
+    group_streams_initial_rebalance_delay_ms: int = kafka_default(
+        "group.streams.initial.rebalance.delay.ms")
+    group_streams_assignment_interval_ms: int = kafka_default(
+        "group.streams.assignment.interval.ms")
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -194,6 +204,7 @@ class GroupCoordinator(CoordinatorRuntime):
         for shard in self.shards:
             shard.share.listener = listener
             shard.share.group_config = group_config
+            shard.streams.group_config = group_config
 
     def _persist(self, partition: int, records: list, on_done, **kwargs) -> None:
         self.persist(partition, records, on_done, **kwargs)
@@ -271,7 +282,7 @@ class GroupCoordinator(CoordinatorRuntime):
                                                      member_id=request.member_id)
             return
         group = shard.groups.get(request.group_id)
-        if isinstance(group, ShareGroup) and group.state is not GroupState.DEAD:
+        if isinstance(group, (ShareGroup, StreamsGroup)) and group.state is not GroupState.DEAD:
             # Kafka's classicGroupJoin: a group of another type that is not a consumer group
             make_join_callback(respond, api_version)(error=E.INCONSISTENT_GROUP_PROTOCOL,
                                                      member_id="")
@@ -303,7 +314,7 @@ class GroupCoordinator(CoordinatorRuntime):
             make_sync_callback(respond, api_version)(error=E.REBALANCE_IN_PROGRESS)
             return
         group = shard.groups.get(request.group_id)
-        if isinstance(group, ShareGroup):
+        if isinstance(group, (ShareGroup, StreamsGroup)):
             make_sync_callback(respond, api_version)(error=E.UNKNOWN_MEMBER_ID)
             return
         if isinstance(group, ConsumerGroup):
@@ -324,7 +335,7 @@ class GroupCoordinator(CoordinatorRuntime):
             # while loading, answer blindly (as Kafka does): the member is not known yet
             if shard.loading:
                 error = E.NONE
-            elif isinstance(shard.groups.get(request.group_id), ShareGroup):
+            elif isinstance(shard.groups.get(request.group_id), (ShareGroup, StreamsGroup)):
                 error = E.UNKNOWN_MEMBER_ID
             elif isinstance(shard.groups.get(request.group_id), ConsumerGroup):
                 try:
@@ -349,7 +360,7 @@ class GroupCoordinator(CoordinatorRuntime):
             shard = self.shard_for(request.group_id)
             if shard.loading:
                 top, results = E.COORDINATOR_LOAD_IN_PROGRESS, []
-            elif isinstance(shard.groups.get(request.group_id), ShareGroup):
+            elif isinstance(shard.groups.get(request.group_id), (ShareGroup, StreamsGroup)):
                 top, results = E.UNKNOWN_MEMBER_ID, []
             elif isinstance(shard.groups.get(request.group_id), ConsumerGroup):
                 records, results = shard.consumer.classic_members.leave(
@@ -511,6 +522,53 @@ class GroupCoordinator(CoordinatorRuntime):
             out.append(described)
         respond(m.ShareGroupDescribeResponse(groups=out))
 
+    # ================================================================== StreamsGroupHeartbeat
+    def streams_group_heartbeat(self, request, api_version: int, context,
+                                respond: Callable) -> None:
+        """KIP-1071: join (epoch 0, with the topology), heartbeat, leave (epoch -1) a streams
+        group (streams/manager.py). ``respond(response, internal_topics)`` once the records
+        are stored: the internal topics to create ({name: streams.topology.InternalTopic})."""
+        shard = self.shard_for(request.group_id or "")
+        if shard.loading:
+            respond(m.StreamsGroupHeartbeatResponse(
+                error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS)), {})
+            return
+        streams = shard.streams
+        records, response, to_create = streams.heartbeat(request, _client_id(context),
+                                                         _client_host(context))
+
+        def stored(error) -> None:
+            if error != E.NONE:
+                respond(m.StreamsGroupHeartbeatResponse(error_code=int(error)), {})
+                return
+            if response.error_code == 0 and response.member_epoch >= 0:
+                streams.after_heartbeat(request.group_id, request.member_id)
+            respond(response, to_create)
+
+        streams.store(records, stored)
+
+    # ================================================================== StreamsGroupDescribe
+    def streams_group_describe(self, request, api_version: int, context,
+                               respond: Callable) -> None:
+        out = []
+        include_ops = bool(request.include_authorized_operations)
+        cls = m.StreamsGroupDescribeResponse.DescribedGroup
+        for group_id in request.group_ids:
+            if not group_id:
+                out.append(cls(error_code=int(E.INVALID_GROUP_ID), group_id=group_id))
+                continue
+            shard = self.shard_for(group_id)
+            if shard.loading:
+                out.append(cls(error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS),
+                               group_id=group_id))
+                continue
+            described = shard.streams.describe(group_id)
+            if described.error_code == 0:
+                described.authorized_operations = GROUP_AUTHORIZED_OPERATIONS if include_ops \
+                    else AUTHORIZED_OPERATIONS_OMITTED
+            out.append(described)
+        respond(m.StreamsGroupDescribeResponse(groups=out))
+
     # ================================================================== OffsetCommit
     def offset_commit(self, request, api_version: int, context, respond: Callable) -> None:
         partitions = []
@@ -583,7 +641,7 @@ class GroupCoordinator(CoordinatorRuntime):
                 error = E.COORDINATOR_LOAD_IN_PROGRESS
             elif group_id in members:
                 group = shard.groups.get(group_id)
-                if isinstance(group, ConsumerGroup):
+                if isinstance(group, (ConsumerGroup, StreamsGroup)):
                     error = group.validate_offset_fetch(*members[group_id])
             if error is not None:
                 answers.append((group_id, error, topics))
@@ -635,7 +693,7 @@ class GroupCoordinator(CoordinatorRuntime):
                 out.append(cls(error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS), group_id=group_id))
                 continue
             group = shard.groups.get(group_id)
-            if isinstance(group, (ConsumerGroup, ShareGroup)) and \
+            if isinstance(group, (ConsumerGroup, ShareGroup, StreamsGroup)) and \
                     group.state is not GroupState.DEAD:
                 # Kafka describes only classic groups here: a consumer group is not found
                 described = cls(group_id=group_id, group_state=GroupState.DEAD.value)

@@ -18,6 +18,7 @@ from .context import GroupContext
 from .group import (COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, STABLE,
                     UNKNOWN_MEMBER_ID, GroupMetadata, OffsetAndMetadata)
 from .consumer.group import ConsumerGroup
+from .streams.group import StreamsGroup
 from .records import append_error, java_length
 
 
@@ -166,7 +167,7 @@ class OffsetMetadataManager:
                 return E.ILLEGAL_GENERATION, None
             group = self.shard.groups[group_id] = GroupMetadata(group_id, self.shard.clock())
             return None, group
-        if isinstance(group, ConsumerGroup):
+        if isinstance(group, (ConsumerGroup, StreamsGroup)):
             if generation < 0 and not group.members:
                 return None, group
             error = group.validate_offset_commit(member_id, instance_id, generation, 9)
@@ -216,7 +217,7 @@ class OffsetMetadataManager:
                 return
             # a simple group: offsets committed without group management
             group = self.shard.groups[group_id] = GroupMetadata(group_id, self.shard.clock())
-        if isinstance(group, ConsumerGroup):
+        if isinstance(group, (ConsumerGroup, StreamsGroup)):
             error = (E.COORDINATOR_NOT_AVAILABLE if group.state is DEAD else
                      group.validate_offset_commit(request.member_id or "", instance_id,
                                                   generation, version))
@@ -404,7 +405,7 @@ class OffsetMetadataManager:
                 continue
             base = None
             skip_subscribed = False
-            if isinstance(group, ConsumerGroup):
+            if isinstance(group, (ConsumerGroup, StreamsGroup)):
                 # Kafka's ConsumerGroup: by commit time, never a topic the group subscribes to
                 base = lambda om: om.commit_timestamp  # noqa: E731
                 skip_subscribed = True
@@ -441,8 +442,8 @@ class OffsetMetadataManager:
             all_gone = len(expired) == len(group.offsets) and not group.pending_offset_commits
             if (all_gone and group.state is EMPTY and not group.members
                     and not group.pending_members):
-                if isinstance(group, ConsumerGroup):
-                    records.extend(self.shard.consumer.group_tombstones(group))
+                if isinstance(group, (ConsumerGroup, StreamsGroup)):
+                    records.extend(self.shard._protocol(group).group_tombstones(group))
                     group.state = DEAD
                     deleted_groups.append(group)
                 elif group.persisted:
