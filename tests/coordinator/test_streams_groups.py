@@ -225,15 +225,15 @@ def test_first_member_gets_internal_topics_created_then_all_tasks():
     assert r.error_code == 0 and r.member_id == "m1"
     assert statuses(r) == [Status.MISSING_INTERNAL_TOPICS]
     assert h.created == {"app-rep": 2, "app-store-changelog": 2}
-    assert r.member_epoch == 1 and tasks(r) == {}
+    assert r.member_epoch == 2 and tasks(r) == {}   # Kafka's new group is at epoch 1
     assert r.heartbeat_interval_ms == 250           # group.streams.heartbeat.interval.ms here
     (g,) = h.describe("g")
     assert g.group_state == "NotReady"
-    r = h.heartbeat("m1", epoch=1, active={})
+    r = h.heartbeat("m1", epoch=2, active={})
     assert r.error_code == 0 and statuses(r) == []
-    assert r.member_epoch == 2 and tasks(r) == {"0": [0, 1], "1": [0, 1]}
+    assert r.member_epoch == 3 and tasks(r) == {"0": [0, 1], "1": [0, 1]}
     (g,) = h.describe("g")
-    assert (g.group_state, g.group_epoch, g.assignment_epoch) == ("Stable", 2, 2)
+    assert (g.group_state, g.group_epoch, g.assignment_epoch) == ("Stable", 3, 3)
     assert [s.subtopology_id for s in g.topology.subtopologies] == ["0", "1"]
     assert g.topology.subtopologies[1].state_changelog_topics[0].partitions == 2
 
@@ -253,17 +253,17 @@ def test_second_member_gets_tasks_only_after_the_first_revokes_them():
     r1 = ready_group(h)["m1"]
     assert tasks(r1) == {"0": [0, 1, 2, 3], "1": [0, 1, 2, 3]}
     r2 = h.heartbeat("m2")
-    assert r2.error_code == 0 and r2.member_epoch == 2
+    assert r2.error_code == 0 and r2.member_epoch == 3
     assert tasks(r2) == {}                    # every task is still m1's
-    r1 = h.heartbeat("m1", epoch=1, active={"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}})
-    assert r1.member_epoch == 1               # keeps its epoch until it revoked
+    r1 = h.heartbeat("m1", epoch=2, active={"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}})
+    assert r1.member_epoch == 2               # keeps its epoch until it revoked
     kept = tasks(r1)
     assert sum(len(p) for p in kept.values()) == 4
     (g,) = h.describe("g")
     assert g.group_state == "Reconciling"
-    r1 = h.heartbeat("m1", epoch=1, active={s: set(p) for s, p in kept.items()})
-    assert r1.member_epoch == 2
-    r2 = h.heartbeat("m2", epoch=2, active={})
+    r1 = h.heartbeat("m1", epoch=2, active={s: set(p) for s, p in kept.items()})
+    assert r1.member_epoch == 3
+    r2 = h.heartbeat("m2", epoch=3, active={})
     mine = tasks(r2)
     assert sum(len(p) for p in mine.values()) == 4
     every = sorted((s, p) for t in (kept, mine) for s, ps in t.items() for p in ps)
@@ -277,12 +277,12 @@ def test_leaving_hands_the_tasks_to_the_other_member():
     h = StreamsHarness()
     ready_group(h, ("m1",))
     h.heartbeat("m2")
-    r1 = h.heartbeat("m1", epoch=1, active={"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}})
-    h.heartbeat("m1", epoch=1, active={s: set(p) for s, p in tasks(r1).items()})
-    h.heartbeat("m2", epoch=2, active={})
+    r1 = h.heartbeat("m1", epoch=2, active={"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}})
+    h.heartbeat("m1", epoch=2, active={s: set(p) for s, p in tasks(r1).items()})
+    h.heartbeat("m2", epoch=3, active={})
     left = h.heartbeat("m2", epoch=-1)
     assert (left.error_code, left.member_epoch) == (0, -1)
-    r1 = h.heartbeat("m1", epoch=2, active={s: set(p) for s, p in tasks(r1).items()})
+    r1 = h.heartbeat("m1", epoch=3, active={s: set(p) for s, p in tasks(r1).items()})
     assert tasks(r1) == {"0": [0, 1, 2, 3], "1": [0, 1, 2, 3]}
 
 
@@ -292,7 +292,7 @@ def test_session_timeout_fences_a_silent_member():
     h.heartbeat("m2")
     for _ in range(10):
         h.advance(5_000)
-        h.heartbeat("m2", epoch=2, active={})
+        h.heartbeat("m2", epoch=3, active={})
     assert sorted(mm.member_id for mm in h.describe("g")[0].members) == ["m2"]
 
 
@@ -316,10 +316,10 @@ def test_stale_topology_and_shutdown_application():
     assert statuses(r) == [Status.STALE_TOPOLOGY]
     assert r.status[0].status_detail == ("The member's topology epoch 0 is behind the group's "
                                          "topology epoch 1.")
-    r = h.heartbeat("m1", epoch=1, active={"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}},
+    r = h.heartbeat("m1", epoch=2, active={"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}},
                     shutdown_application=True)
     assert Status.SHUTDOWN_APPLICATION in statuses(r)
-    r = h.heartbeat("m2", epoch=2, active={})
+    r = h.heartbeat("m2", epoch=3, active={})
     assert Status.SHUTDOWN_APPLICATION in statuses(r)
 
 
@@ -394,9 +394,9 @@ def test_list_describe_groups_delete_and_offsets():
                                                     committed_metadata="")])])
         h.coordinator.offset_commit(req, 9, Ctx(), out.append)
         return out[0].topics[0].partitions[0].error_code
-    assert commit("m1", 1) == E.NONE
-    assert commit("m1", 2) == E.STALE_MEMBER_EPOCH
-    assert commit("nobody", 1) == E.UNKNOWN_MEMBER_ID
+    assert commit("m1", 2) == E.NONE
+    assert commit("m1", 3) == E.STALE_MEMBER_EPOCH
+    assert commit("nobody", 2) == E.UNKNOWN_MEMBER_ID
     deleted = []
     h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["g"]), 2, Ctx(),
                                 deleted.append)
@@ -414,7 +414,7 @@ def test_replay_rebuilds_the_live_groups():
     h = StreamsHarness()
     ready_group(h, ("m1",))
     h.heartbeat("m2")
-    r1 = h.heartbeat("m1", epoch=1, active={"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}})
+    r1 = h.heartbeat("m1", epoch=2, active={"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}})
     h.heartbeat("m3", group="other")
     h.heartbeat("m3", group="other", epoch=-1)
     live = h.describe("g", "other")
@@ -426,5 +426,5 @@ def test_replay_rebuilds_the_live_groups():
     assert again.describe("g", "other") == live
     assert live[0].group_state == "Reconciling"
     # the loaded members go on where they were: m1 revokes and reaches the new epoch
-    r1 = again.heartbeat("m1", epoch=1, active={s: set(p) for s, p in tasks(r1).items()})
-    assert r1.error_code == 0 and r1.member_epoch == 2
+    r1 = again.heartbeat("m1", epoch=2, active={s: set(p) for s, p in tasks(r1).items()})
+    assert r1.error_code == 0 and r1.member_epoch == 3

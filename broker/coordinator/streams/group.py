@@ -88,11 +88,13 @@ class StreamsGroup:
         self.group_id = group_id
         self.state = EMPTY
         self.state_timestamp: int | None = now_ms
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        # Kafka's StreamsGroup starts at group epoch 1 with a target assignment (empty) at
+        # epoch 1, so a member that joins while the assignment is delayed has epoch 1
+        self.group_epoch = 1
+        self.assignment_epoch = 1
         self.assignment_timestamp = 0
         self.metadata_hash = 0
-        self.validated_topology_epoch = -1
+        self.validated_topology_epoch = 0
         self.last_assignment_configs: dict[str, str] = {}
         self.topology = None            # topology.StreamsTopology, once a member sent it
         #: topology.ConfiguredTopology against the topics at metadata_hash (not persisted)
