@@ -68,6 +68,8 @@ class StreamsHarness:
                   active=None, standby=None, create=True, **kw):
         if epoch == 0 and topology is None:
             topology = word_count()
+        if epoch == 0 and active is None:
+            active = {}         # a joining member sends empty task lists, as Kafka Streams
         owned = None if active is None else [
             R.TaskIds(subtopology_id=s, partitions=sorted(ps)) for s, ps in active.items()]
         owned_standby = None if active is None else [

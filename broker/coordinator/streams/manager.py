@@ -738,11 +738,12 @@ def validate(request) -> None:
     if epoch == 0:
         if request.rebalance_timeout_ms == -1:
             raise _invalid("RebalanceTimeoutMs must be provided in first request.")
-        if request.active_tasks:
+        # Kafka's throwIfNotEmptyCollection: null is not empty either
+        if request.active_tasks is None or request.active_tasks:
             raise _invalid("ActiveTasks must be empty when (re-)joining.")
-        if request.standby_tasks:
+        if request.standby_tasks is None or request.standby_tasks:
             raise _invalid("StandbyTasks must be empty when (re-)joining.")
-        if request.warmup_tasks:
+        if request.warmup_tasks is None or request.warmup_tasks:
             raise _invalid("WarmupTasks must be empty when (re-)joining.")
         if request.topology is None:
             raise _invalid("Topology must be non-null when (re-)joining.")
