@@ -391,3 +391,33 @@ def test_group_apis_know_streams_groups(target, connect, app):
     (d,) = describe(admin, group)
     assert (d.error_code, d.error_message) == (E.GROUP_ID_NOT_FOUND,
                                                f"Group {group} not found.")
+
+
+def test_standby_replicas_never_on_the_active_process(target, connect, app):
+    group, source = app
+    admin = connect()
+    assert alter_group_configs(admin, group, ("streams.num.standby.replicas", "1", 0)) == \
+        (E.NONE, None)
+    a = StreamsMember(connect(), group, word_count(group, source))
+    heartbeat_until(a, lambda r: r.error_code or (r.active_tasks and not r.status))
+    b = StreamsMember(connect(), group, word_count(group, source))
+    b.heartbeat()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        ra, rb = a.heartbeat(), b.heartbeat()
+        assert ra.error_code == E.NONE and rb.error_code == E.NONE, (ra, rb)
+        (d,) = describe(admin, group)
+        if d.group_state == "Stable":
+            break
+        time.sleep(0.1)
+    assert d.group_state == "Stable", d
+    actives = {(s, p): m.member_id for m in (a, b) for s, ps in m.active.items() for p in ps}
+    standbys = [((s, p), m.member_id) for m in (a, b) for s, ps in m.standby.items()
+                for p in ps]
+    assert sorted(actives) == [(s, p) for s in "01" for p in range(3)]
+    # only the stateful subtopology (1, with the store) has standbys, one per task
+    assert sorted(task for task, _m in standbys) == [("1", 0), ("1", 1), ("1", 2)]
+    assert all(actives[task] != member for task, member in standbys)
+    described = {mm.member_id: mm for mm in d.members}
+    assert {t.subtopology_id: sorted(t.partitions)
+            for t in described[b.member_id].assignment.standby_tasks} == b.standby

@@ -245,9 +245,10 @@ public final class StreamsGroupScenarios {
             }
             long t2 = System.nanoTime();
             b.close(Duration.ofSeconds(20));
+            double closeMs = TransactionScenarios.millisSince(t2);
             boolean handed = waitFor(() -> activeTasks(a) == TASKS, error, 60);
             emit(new Json().put("a_owns_all_after_b_left", handed)
-                    .put("ms", TransactionScenarios.millisSince(t2)));
+                    .put("ms", TransactionScenarios.millisSince(t2)).put("close_ms", closeMs));
             produceLines(bootstrap, input, lines / 2, lines);
             boolean second = counted(consumer, latest, all, error);
             emit(new Json().put("counted_all", second)
