@@ -430,3 +430,28 @@ def test_replay_rebuilds_the_live_groups():
     # the loaded members go on where they were: m1 revokes and reaches the new epoch
     r1 = again.heartbeat("m1", epoch=2, active={s: set(p) for s, p in tasks(r1).items()})
     assert r1.error_code == 0 and r1.member_epoch == 3
+
+
+def test_a_member_that_does_not_revoke_in_time_is_fenced():
+    h = StreamsHarness()
+    ready_group(h, ("m1",))
+    h.heartbeat("m2", rebalance_timeout_ms=1000)
+    r1 = h.heartbeat("m1", epoch=2, active={"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}})
+    assert r1.member_epoch == 2                   # asked to revoke half of its tasks
+    h.advance(30_000)                             # its rebalance timeout (30 s at its join)
+    assert [mm.member_id for mm in h.describe("g")[0].members] == ["m2"]
+    r2 = h.heartbeat("m2", epoch=3, active={})
+    assert sum(len(p) for p in tasks(r2).values()) == 8
+
+
+def test_changing_num_standby_replicas_starts_a_new_assignment():
+    configs = {}
+    h = StreamsHarness()
+    for shard in h.coordinator.shards:
+        shard.streams.group_config = lambda gid: configs
+    r = ready_group(h, ("m1",))["m1"]
+    epoch = r.member_epoch
+    configs["streams.num.standby.replicas"] = "1"
+    r = h.heartbeat("m1", epoch=epoch, active={"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}})
+    assert r.member_epoch == epoch + 1            # one process: no standby to place
+    assert tasks(r, "standby") is None
