@@ -421,3 +421,33 @@ def test_standby_replicas_never_on_the_active_process(target, connect, app):
     described = {mm.member_id: mm for mm in d.members}
     assert {t.subtopology_id: sorted(t.partitions)
             for t in described[b.member_id].assignment.standby_tasks} == b.standby
+
+
+def test_endpoints_for_interactive_queries_and_internal_topic_configs(target, connect, app):
+    from .test_admin_conformance import topic_config
+    group, source = app
+    topology = word_count(group, source)
+    topology.subtopologies[1].state_changelog_topics[0].topic_configs = [
+        R.KeyValue(key="cleanup.policy", value="compact")]
+    a = StreamsMember(connect(), group, topology)
+    endpoint = R.Endpoint(host="app-a.local", port=8080)
+    first = a.heartbeat(user_endpoint=endpoint)
+    assert first.error_code == E.NONE, first
+    ready = heartbeat_until(a, lambda r: r.error_code or (r.active_tasks and not r.status))
+    assert ready.status == [], ready
+    admin = connect()
+    assert topic_config(admin, f"{group}-counts-changelog", "cleanup.policy", "compact") == \
+        "compact"
+    # a member whose endpoint epoch is behind gets every member's endpoint and partitions
+    behind = a.heartbeat(endpoint_information_epoch=0)
+    assert behind.endpoint_information_epoch > 0, behind
+    [entry] = behind.partitions_by_user_endpoint
+    assert (entry.user_endpoint.host, entry.user_endpoint.port) == ("app-a.local", 8080)
+    assert sorted((tp.topic, sorted(tp.partitions)) for tp in entry.active_partitions) == \
+        sorted([(source, [0, 1, 2]), (f"{group}-words-repartition", [0, 1, 2])])
+    assert entry.standby_partitions == []
+    current = a.heartbeat(endpoint_information_epoch=behind.endpoint_information_epoch)
+    assert current.partitions_by_user_endpoint is None
+    (d,) = describe(admin, group)
+    (mm,) = d.members
+    assert (mm.user_endpoint.host, mm.user_endpoint.port) == ("app-a.local", 8080)
