@@ -41,6 +41,17 @@ E = ErrorCode
 _Response = m.StreamsGroupHeartbeatResponse
 
 
+#: the detail of a status a fault forces on a group
+FORCED_DETAILS = {
+    Status.STALE_TOPOLOGY: "The member's topology epoch is behind the group's topology epoch.",
+    Status.MISSING_SOURCE_TOPICS: "Source topics are missing.",
+    Status.INCORRECTLY_PARTITIONED_TOPICS: "Topics are incorrectly partitioned.",
+    Status.MISSING_INTERNAL_TOPICS: "Internal topics are missing.",
+    Status.SHUTDOWN_APPLICATION: "A member requested a shutdown for the entire application.",
+    Status.ASSIGNMENT_DELAYED: "Assignment delayed.",
+}
+
+
 def _invalid(message: str) -> GroupError:
     return GroupError(E.INVALID_REQUEST, message)
 
@@ -70,6 +81,27 @@ class StreamsGroupManager:
         #: ``group_config(group_id) -> mapping`` of the group's own settings (GROUP configs)
         self.group_config = None
         self._touched: set = set()
+        #: group id -> (status code, tag, until ms or None): a status every heartbeat of the
+        #: group is told of, set by a fault (broker/faults.py "streams_status")
+        self.forced: dict[str, tuple] = {}
+
+    def force_status(self, group_id: str, code: int, tag: str, until: int | None) -> None:
+        self.forced[group_id] = (code, tag, until)
+
+    def unforce_status(self, tag: str | None = None) -> None:
+        for group_id, (_code, forced_by, _until) in list(self.forced.items()):
+            if tag is None or forced_by == tag:
+                del self.forced[group_id]
+
+    def _forced_status(self, group_id: str, now: int):
+        forced = self.forced.get(group_id)
+        if forced is None:
+            return None
+        code, tag, until = forced
+        if until is not None and now >= until:
+            del self.forced[group_id]
+            return None
+        return _status(code, f"{FORCED_DETAILS[code]} ({tag})")
 
     @property
     def topics(self):
@@ -284,6 +316,9 @@ class StreamsGroupManager:
                 Status.SHUTDOWN_APPLICATION,
                 f"Streams group member {shutdown_by} encountered a fatal error and requested a "
                 "shutdown for the entire application."))
+        forced = self._forced_status(group_id, now)
+        if forced is not None:
+            statuses.append(forced)
         response.status = statuses
         return records, response, to_create
 
