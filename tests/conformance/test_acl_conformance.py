@@ -1044,6 +1044,29 @@ def test_share_group_apis(acl_target, clients, denied):
         (group, E.GROUP_AUTHORIZATION_FAILED, None, [])]
 
 
+def test_streams_group_apis(acl_target, clients, denied):
+    """Streams groups (KIP-1071): READ on the group for StreamsGroupHeartbeat, DESCRIBE on every
+    topic the topology names, Kafka's internal topics refused in a topology, DESCRIBE on the
+    group for StreamsGroupDescribe."""
+    from protocol.messages import StreamsGroupDescribeRequest
+    from .test_streams_group_conformance import StreamsMember, word_count
+    _admin, refused = clients
+    group, ok_group = denied["group"], denied["ok_group"]
+    beat = StreamsMember(refused, group, word_count(group, denied["ok_topic"])).heartbeat()
+    assert (beat.error_code, beat.error_message) == (E.GROUP_AUTHORIZATION_FAILED, None)
+    beat = StreamsMember(refused, ok_group, word_count(ok_group, denied["topic"])).heartbeat()
+    assert (beat.error_code, beat.error_message) == (E.TOPIC_AUTHORIZATION_FAILED, None)
+    beat = StreamsMember(refused, ok_group, word_count(ok_group, "__consumer_offsets")
+                         ).heartbeat()
+    assert (beat.error_code, beat.error_message) == (
+        E.STREAMS_INVALID_TOPOLOGY, "Use of Kafka internal topics __consumer_offsets in a Kafka "
+                                    "Streams topology is prohibited.")
+    described = refused.call(StreamsGroupDescribeRequest(
+        group_ids=[group], include_authorized_operations=False), 0)
+    assert [(g.group_id, g.error_code) for g in described.groups] == [
+        (group, E.GROUP_AUTHORIZATION_FAILED)]
+
+
 def test_quota_feature_and_quorum_apis_need_the_cluster(acl_target, clients, denied):
     """AlterClientQuotas needs ALTER_CONFIGS on the cluster, DescribeClientQuotas
     DESCRIBE_CONFIGS, UpdateFeatures, UnregisterBroker and the raft voter APIs ALTER: refused

@@ -336,6 +336,18 @@ def test_malformed_heartbeats(target, connect, app, fields, code, message):
     assert (response.error_code, response.error_message) == (code, message)
 
 
+def test_invalid_topic_names_and_regexes_in_a_topology(target, connect, app):
+    group, _source = app
+    bad = StreamsMember(connect(), group, word_count(group, "no spaces")).heartbeat()
+    assert (bad.error_code, bad.error_message) == (
+        E.STREAMS_INVALID_TOPOLOGY, "Topic names no spaces are not valid topic names.")
+    topology = word_count(group, "words")
+    topology.subtopologies[0].source_topic_regex = ["wor.*"]
+    regex = StreamsMember(connect(), group, topology).heartbeat()
+    assert (regex.error_code, regex.error_message) == (
+        E.INVALID_REQUEST, "Regular expressions for source topics are not supported yet.")
+
+
 def test_changelog_partitions_set_is_an_invalid_topology(target, connect, app):
     group, source = app
     topology = word_count(group, source)
