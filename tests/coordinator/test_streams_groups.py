@@ -428,8 +428,14 @@ def test_replay_rebuilds_the_live_groups():
     assert again.describe("g", "other") == live
     assert live[0].group_state == "Reconciling"
     # the loaded members go on where they were: m1 revokes and reaches the new epoch
-    r1 = again.heartbeat("m1", epoch=2, active={s: set(p) for s, p in tasks(r1).items()})
+    owned = {s: set(p) for s, p in tasks(r1).items()}
+    r1 = again.heartbeat("m1", epoch=2, active=owned)
     assert r1.error_code == 0 and r1.member_epoch == 3
+    # a loaded member that never comes back is fenced after its session
+    for _ in range(3):
+        again.advance(20_000)
+        assert again.heartbeat("m1", epoch=3, active=owned).error_code == 0
+    assert [mm.member_id for mm in again.describe("g")[0].members] == ["m1"]
 
 
 def test_a_member_that_does_not_revoke_in_time_is_fenced():

@@ -645,7 +645,10 @@ class StreamsGroupManager:
 
     # ------------------------------------------------------------------ loading
     def on_loaded(self, group: StreamsGroup) -> None:
+        """A loaded group's members get a whole session (and revocation timeout) to come back."""
         group.topics = self.topics
+        for member_id in group.members:
+            self.after_heartbeat(group.group_id, member_id)
 
     def configured(self, group: StreamsGroup):
         """The group's topology configured against the topics as they are (derived state,
