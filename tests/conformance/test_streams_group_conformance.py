@@ -393,6 +393,21 @@ def test_group_apis_know_streams_groups(target, connect, app):
     assert commit(a.member_id, a.epoch + 1) == E.STALE_MEMBER_EPOCH
     assert commit("someone", a.epoch) == E.UNKNOWN_MEMBER_ID
     assert commit("", -1) == E.UNKNOWN_MEMBER_ID
+
+    def fetch(member_id, epoch) -> tuple:
+        from protocol.messages import OffsetFetchRequest as O
+        response = admin.call(O(groups=[O.OffsetFetchRequestGroup(
+            group_id=group, member_id=member_id, member_epoch=epoch,
+            topics=[O.OffsetFetchRequestTopics(name=source, partition_indexes=[0])])],
+            require_stable=True), 9)
+        (g,) = response.groups
+        return g.error_code, [(p.partition_index, p.committed_offset)
+                              for t in g.topics for p in t.partitions]
+
+    assert fetch(a.member_id, a.epoch) == (E.NONE, [(0, 7)])
+    assert fetch(None, -1) == (E.NONE, [(0, 7)])                  # an admin client
+    assert fetch(a.member_id, a.epoch - 1)[0] == E.STALE_MEMBER_EPOCH
+    assert fetch("someone", a.epoch)[0] == E.UNKNOWN_MEMBER_ID
     deleted = admin.call(DeleteGroupsRequest(groups_names=[group]), 2)
     assert deleted.results[0].error_code == E.NON_EMPTY_GROUP
     assert a.heartbeat(-1).error_code == E.NONE
