@@ -325,13 +325,19 @@ def test_initial_rebalance_delay(target, connect):
     (dict(member_epoch=-3), E.INVALID_REQUEST,
      "MemberEpoch is -3, but must be greater than or equal to -2."),
     (dict(member_epoch=1), E.GROUP_ID_NOT_FOUND, None),
+    (dict(member_epoch=-1), E.GROUP_ID_NOT_FOUND, None),
+    (dict(member_epoch=1, topology=word_count("app", "words")), E.INVALID_REQUEST,
+     "Topology can only be provided when (re-)joining."),
 ])
 def test_malformed_heartbeats(target, connect, app, fields, code, message):
     group, source = app
     member = StreamsMember(connect(), group, word_count(group, source))
-    if fields.get("member_epoch") == 1:
+    if fields.get("member_epoch") == 1 and message is None:
         fields = dict(fields, topology=None)
         message = f"Streams group {group} not found."
+    elif fields.get("member_epoch") == -1:
+        fields = dict(fields, topology=None)
+        message = f"Group {group} not found."
     response = member.heartbeat(**fields)
     assert (response.error_code, response.error_message) == (code, message)
 

@@ -463,8 +463,8 @@ class StreamsGroupManager:
         group_id = request.group_id
         member_id = request.member_id
         group = self.groups.get(group_id)
-        if group is None or group.state is DEAD:
-            raise GroupError(E.GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
+        if group is None or group.state is DEAD:   # Kafka's streamsGroup(groupId)
+            raise GroupError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         if not isinstance(group, StreamsGroup):
             raise GroupError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a streams group.")
         if request.shutdown_application:
