@@ -253,11 +253,18 @@ def test_two_members_share_the_tasks_after_revocation(target, connect, app):
         mm = members[m.member_id]
         assert (mm.member_epoch, mm.process_id, mm.topology_epoch, mm.is_classic) == \
             (epoch_a + 1, m.process_id, 1, False)
+        assert (mm.instance_id, mm.rack_id, mm.client_host, mm.user_endpoint, mm.client_tags,
+                mm.task_offsets, mm.task_end_offsets) == \
+            (None, None, "/127.0.0.1", None, [], [], [])
+        assert mm.client_id == m.client.client_id
+        assert mm.assignment.standby_tasks == [] and mm.assignment.warmup_tasks == []
         assert {t.subtopology_id: sorted(t.partitions) for t in mm.assignment.active_tasks} == \
             m.active
         assert {t.subtopology_id: sorted(t.partitions)
                 for t in mm.target_assignment.active_tasks} == m.active
     assert d.topology.epoch == 1
+    assert (d.error_code, d.error_message, d.authorized_operations) == (E.NONE, None,
+                                                                        -2147483648)
     sub1 = d.topology.subtopologies[1]
     assert [(t.name, t.partitions) for t in sub1.repartition_source_topics] == \
         [(f"{group}-words-repartition", 3)]
