@@ -101,9 +101,18 @@ def create_internal_topics(broker, ctx, to_create: dict) -> None:
     changelog's cleanup.policy=compact) and the broker's default.replication.factor unless it
     gave one. One Kafka would refuse (a bad name, config or replication factor) is not created
     and stays missing."""
+    from .create_topics import MAX_PARTITIONS_PER_REQUEST, MAX_RECORDS_PER_REQUEST
+    wanted = {n: t for n, t in to_create.items() if n not in broker.topics.topics}
+    partitions = sum(t.partitions for t in wanted.values())
+    records = partitions + sum(1 + len(t.configs) for t in wanted.values())
+    if partitions > MAX_PARTITIONS_PER_REQUEST or records > MAX_RECORDS_PER_REQUEST:
+        # Kafka's controller refuses such a CreateTopics as a whole
+        log.warning("streams internal topics not created: excessively large", topics=len(wanted),
+                    partitions=partitions)
+        return
     alive = len(broker.cluster.alive())
-    for name, topic in to_create.items():
-        if name in broker.topics.topics or validate_topic_name(name) is not None:
+    for name, topic in wanted.items():
+        if validate_topic_name(name) is not None:
             continue
         configs = dict(topic.configs)
         problem = next((f"{k}: unknown" if k not in TOPIC_CONFIGS else
