@@ -3,7 +3,9 @@ against kbroker (the ``target`` fixture), and the same application on the classi
 
 The scenarios are kbroker.StreamsGroupScenarios (tests/java/src/main/java/kbroker/
 StreamsGroupScenarios.java): a word count with exactly_once_v2, two instances in one group over
-a 3-partition input (6 tasks); one instance leaves and the other counts the rest alone. Its
+a 3-partition input (6 tasks), with streams.num.standby.replicas=1 on the group (so the 3
+tasks with a store have a standby each, never on the instance that runs them); one instance
+leaves and the other counts the rest alone. Its
 output, read with read_committed, holds exactly one update per input word (counts 1..n per
 word); Admin.describeStreamsGroups shows both members with 3 tasks each. An application whose
 source topic is missing fails with MissingSourceTopicException, as on Kafka.
@@ -70,6 +72,12 @@ def test_two_instances_count_exactly_once(target, jar, tmp_path, protocol):  # n
         members = described["members"]
         assert sorted(mm["active"] for mm in members) == [3, 3], context
         assert len({mm["process_id"] for mm in members}) == 2
+        # streams.num.standby.replicas=1: each task of the stateful subtopology (1, the
+        # counts store) has one standby, on the instance that does not run it
+        standbys = sorted(t for mm in members for t in mm["standby_tasks"])
+        assert standbys == ["1_0", "1_1", "1_2"], context
+        for mm in members:
+            assert not set(mm["standby_tasks"]) & set(mm["active_tasks"]), context
     print(f"{target.name} {protocol}: both instances process records {both['ms']:.0f} ms after "
           f"the second started; the first owns every task {handed['ms']:.0f} ms after the "
           f"second began to close (its close took {handed['close_ms']:.0f} ms)")

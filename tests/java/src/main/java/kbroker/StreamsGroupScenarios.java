@@ -15,6 +15,8 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BooleanSupplier;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.StreamsGroupDescription;
 import org.apache.kafka.clients.admin.StreamsGroupMemberDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -25,6 +27,7 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.utils.Bytes;
@@ -53,7 +56,8 @@ import kbroker.ClientScenarios.Json;
  *
  * wordcount: the word count of TransactionScenarios (exactly_once_v2, no cache: one count per
  * word occurrence) with two instances ("a" and "b", each its own process) in one group over a
- * 3-partition input, so 6 tasks. The first half of the lines is counted while both run; "b"
+ * 3-partition input, so 6 tasks; with the streams protocol the group gets
+ * streams.num.standby.replicas=1, so each of the 3 stateful tasks has a standby. The first half of the lines is counted while both run; "b"
  * closes and "a" counts the second half alone. Reports when both process records, the group as
  * Admin.describeStreamsGroups shows it, how long until "a" owns every task after "b" closed,
  * and OUTPUT read with read_committed.
@@ -64,6 +68,8 @@ import kbroker.ClientScenarios.Json;
 public final class StreamsGroupScenarios {
     static final int PARTITIONS = 3;
     static final int TASKS = 6;
+    /** The state in the last describe(). */
+    static volatile String describedState = "";
 
     private StreamsGroupScenarios() {
     }
@@ -195,10 +201,24 @@ public final class StreamsGroupScenarios {
             for (var tasks : member.assignment().activeTasks()) {
                 active += tasks.partitions().size();
             }
+            List<Object> standby = new ArrayList<>();
+            for (var tasks : member.assignment().standbyTasks()) {
+                for (int p : tasks.partitions()) {
+                    standby.add(tasks.subtopologyId() + "_" + p);
+                }
+            }
+            List<Object> activeIds = new ArrayList<>();
+            for (var tasks : member.assignment().activeTasks()) {
+                for (int p : tasks.partitions()) {
+                    activeIds.add(tasks.subtopologyId() + "_" + p);
+                }
+            }
             members.add(new Json().put("process_id", member.processId())
                     .put("client_id", member.clientId()).put("active", active)
+                    .put("active_tasks", activeIds).put("standby_tasks", standby)
                     .put("member_epoch", member.memberEpoch()));
         }
+        describedState = group.groupState().toString();
         return new Json().put("state", group.groupState().toString())
                 .put("members", members).put("subtopologies", group.subtopologies().size());
     }
@@ -208,6 +228,13 @@ public final class StreamsGroupScenarios {
         try (Admin admin = TransactionScenarios.admin(bootstrap)) {
             TransactionScenarios.createTopic(admin, input, PARTITIONS);
             TransactionScenarios.createTopic(admin, output, PARTITIONS);
+            if (protocol.equals("streams")) {
+                // one standby of each stateful task, set on the group (the broker assigns them)
+                ConfigResource resource = new ConfigResource(ConfigResource.Type.GROUP, appId);
+                admin.incrementalAlterConfigs(Map.of(resource, List.of(new AlterConfigOp(
+                        new ConfigEntry("streams.num.standby.replicas", "1"),
+                        AlterConfigOp.OpType.SET)))).all().get(30, TimeUnit.SECONDS);
+            }
         }
         Map<String, Long> firstHalf = expected(0, lines / 2);
         Map<String, Long> all = expected(0, lines);
@@ -241,7 +268,14 @@ public final class StreamsGroupScenarios {
             boolean first = counted(consumer, latest, firstHalf, error);
             emit(new Json().put("counted_first_half", first));
             if (protocol.equals("streams")) {
-                emit(new Json().put("described", describe(admin, appId)));
+                // the group as described once it is Stable (every member at the target)
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                Json described = describe(admin, appId);
+                while (!"Stable".equals(describedState) && System.nanoTime() < deadline) {
+                    Thread.sleep(200);
+                    described = describe(admin, appId);
+                }
+                emit(new Json().put("described", described));
             }
             long t2 = System.nanoTime();
             b.close(Duration.ofSeconds(20));
