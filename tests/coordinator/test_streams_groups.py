@@ -461,3 +461,21 @@ def test_changing_num_standby_replicas_starts_a_new_assignment():
     r = h.heartbeat("m1", epoch=epoch, active={"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}})
     assert r.member_epoch == epoch + 1            # one process: no standby to place
     assert tasks(r, "standby") is None
+
+
+def test_rebalance_history():
+    h = StreamsHarness()
+    ready_group(h, ("m1",))
+    h.heartbeat("m2")
+    r1 = h.heartbeat("m1", epoch=2, active={"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}})
+    h.heartbeat("m1", epoch=2, active={s: set(p) for s, p in tasks(r1).items()})
+    h.heartbeat("m2", epoch=3, active={})
+    history = h.coordinator.stats.history.of("g", h.clock.now)
+    latest = history[0]
+    assert (latest["cause"], latest["outcome"], latest["generation"]) == \
+        ("member joined", "stable", 3)
+    assert [e["member_id"] for e in latest["joined"]] == ["m2"]
+    h.heartbeat("m2", epoch=-1)
+    latest = h.coordinator.stats.history.of("g", h.clock.now)[0]
+    assert latest["cause"] == "member left" and [e["member_id"] for e in latest["left"]] == \
+        ["m2"]

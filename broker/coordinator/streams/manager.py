@@ -26,7 +26,7 @@ from .. import records as rec
 from ..consumer.group import GroupError, MemberState, metadata_hash
 from ..consumer.reconciliation import FencedMemberEpoch, reconcile
 from ..coordinator_timer import CoordinatorTimer
-from ..group import DEAD, EMPTY
+from ..group import DEAD, EMPTY, STABLE
 from . import records as srec
 from .assignor import ASSIGNOR_NAME, MemberSpec, assign
 from .group import (ACTIVE, KINDS, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -474,6 +474,7 @@ class StreamsGroupManager:
             raise GroupError(E.UNKNOWN_MEMBER_ID,
                              f"Member {member_id} is not a member of group {group_id}.")
         log.info("member left the streams group", group=group_id, member=member_id)
+        self.stats.history.member_left(group_id, member_id, "left")
         return (self.fence_member(group, member),
                 _Response(error_code=0, member_id=member_id,
                           member_epoch=request.member_epoch, status=[]))
@@ -534,6 +535,8 @@ class StreamsGroupManager:
             return
         log.info("streams group member fenced", group=group_id, member=member_id, reason=why)
         self.stats.expired_members_total += 1
+        self.stats.history.member_left(group_id, member_id, "expired" if why == "session"
+                                       else "did not revoke in time")
         self.shard.write(self.fence_member(group, member), lambda exc: None)
 
     def store(self, records: list, then) -> None:
@@ -568,6 +571,9 @@ class StreamsGroupManager:
             if v is None:
                 self._remove_group(group)
                 return
+            if not replay and v.epoch > group.group_epoch:
+                self.stats.history.started(group_id, self.clock(), f"group epoch bumped to "
+                                           f"{v.epoch}", None, group.group_epoch, "assign")
             group.group_epoch = v.epoch
             group.metadata_hash = v.metadata_hash
             group.validated_topology_epoch = v.validated_topology_epoch
@@ -581,7 +587,11 @@ class StreamsGroupManager:
                 if group.remove_member(mid) is not None and not replay:
                     self.cancel_timers(group_id, mid)
             else:
-                old = group.members.get(mid) or StreamsGroupMember(mid)
+                old = group.members.get(mid)
+                if old is None:
+                    old = StreamsGroupMember(mid)
+                    if not replay:
+                        self.stats.history.member_joined(group_id, mid, v.client_id)
                 endpoint = None if v.user_endpoint is None else (v.user_endpoint.host,
                                                                  v.user_endpoint.port)
                 group.update_member(old.replace(
@@ -599,6 +609,9 @@ class StreamsGroupManager:
             if v is not None:
                 group.assignment_epoch = v.assignment_epoch
                 group.assignment_timestamp = v.assignment_timestamp
+                if not replay:
+                    self.stats.history.phase(group_id, self.clock(), "reconcile",
+                                             v.assignment_epoch)
         elif kind == srec.CURRENT_MEMBER_ASSIGNMENT:
             old = group.members.get(mid)
             if v is None:
@@ -617,9 +630,15 @@ class StreamsGroupManager:
         self._touched.add(group)
 
     def settle_states(self) -> None:
+        """Once a batch of records is applied: each touched group's state; a rebalance in
+        the history ends when the group is Stable or Empty."""
         now = self.clock()
+        history = self.stats.history
         for group in self._touched:
             group.update_state(now)
+            if group.state in (STABLE, EMPTY) and history.in_progress(group.group_id):
+                history.ended(group.group_id, now, "stable" if group.state is STABLE
+                              else "empty", len(group.members), group.group_epoch)
         self._touched.clear()
 
     def _remove_group(self, group: StreamsGroup) -> None:
