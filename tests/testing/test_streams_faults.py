@@ -65,3 +65,9 @@ def test_expire_member_and_rebalance_on_a_streams_group(kb):
     assert (d.group_state, d.members) == ("Empty", [])
     fenced = member.heartbeat()
     assert fenced.error_code == E.UNKNOWN_MEMBER_ID
+    # each epoch bump (the join, the internal topics, the fence) is counted
+    import re
+    from tests.testing.test_share_faults import _metrics
+    counted = re.search(r"^kafka_coordinator_streams_group_rebalances_total (\S+)$",
+                        _metrics(kb), re.M)
+    assert counted is not None and float(counted.group(1)) >= 3
