@@ -357,7 +357,8 @@ class OffsetMetadataManager:
         if group is None or group.state is DEAD:
             done(E.GROUP_ID_NOT_FOUND, [])
             return
-        if group.state is not EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+        if group.state is not EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE and \
+                not isinstance(group, StreamsGroup):   # Kafka's validateOffsetDelete
             done(E.NON_EMPTY_GROUP, [])
             return
         out = []

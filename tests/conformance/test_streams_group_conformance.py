@@ -423,9 +423,21 @@ def test_group_apis_know_streams_groups(target, connect, app):
     assert fetch("someone", a.epoch)[0] == E.UNKNOWN_MEMBER_ID
     deleted = admin.call(DeleteGroupsRequest(groups_names=[group]), 2)
     assert deleted.results[0].error_code == E.NON_EMPTY_GROUP
+
+    def delete_offset(topic: str) -> tuple:
+        from protocol.messages import OffsetDeleteRequest as D
+        response = admin.call(D(group_id=group, topics=[D.OffsetDeleteRequestTopic(
+            name=topic, partitions=[D.OffsetDeleteRequestPartition(partition_index=0)])]), 0)
+        return response.error_code, [p.error_code for t in response.topics
+                                     for p in t.partitions]
+
+    # the source topic is the running group's: its offsets stay
+    assert delete_offset(source) == (E.NONE, [E.GROUP_SUBSCRIBED_TO_TOPIC])
     assert a.heartbeat(-1).error_code == E.NONE
     (d,) = describe(admin, group)
     assert (d.group_state, d.members) == ("Empty", [])
+    assert delete_offset(source) == (E.NONE, [E.NONE])
+    assert fetch(None, -1) == (E.NONE, [(0, -1)])
     deleted = admin.call(DeleteGroupsRequest(groups_names=[group]), 2)
     assert deleted.results[0].error_code == E.NONE
     (d,) = describe(admin, group)

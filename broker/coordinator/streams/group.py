@@ -194,7 +194,13 @@ class StreamsGroup:
         return tp in self.pending_offset_commits
 
     def is_subscribed_to_topic(self, topic: str) -> bool:
-        return self.topology is not None and topic in self.topology.required_topics()
+        """Kafka's StreamsGroup.isSubscribedToTopic: a source or repartition source topic of
+        the topology, while the group has members."""
+        if self.state in (EMPTY, DEAD) or self.topology is None:
+            return False
+        return any(topic in s.source_topics or
+                   any(t.name == topic for t in s.repartition_source_topics)
+                   for s in self.topology.subtopologies)
 
     def __repr__(self) -> str:
         return (f"<StreamsGroup {self.group_id} {self.state.value} epoch={self.group_epoch} "
