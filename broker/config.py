@@ -564,6 +564,7 @@ class BrokerConfig:
                 self["group.consumer.session.timeout.ms"]:
             raise ConfigError("group.consumer.heartbeat.interval.ms must be less than "
                               "group.consumer.session.timeout.ms")
+        self._validate_streams_group_settings()
         if self["group.consumer.migration.policy"].lower() not in (
                 "bidirectional", "upgrade", "downgrade", "disabled"):
             raise ConfigError("group.consumer.migration.policy must be bidirectional, upgrade, "
@@ -602,6 +603,29 @@ class BrokerConfig:
         if self["queued.max.response.bytes"] == 0:
             raise ConfigError("queued.max.response.bytes must be positive, or -1 for unlimited")
 
+
+    def _validate_streams_group_settings(self) -> None:
+        """Kafka's GroupCoordinatorConfig checks of the group.streams.* settings."""
+        for what in ("heartbeat.interval.ms", "session.timeout.ms", "assignment.interval.ms"):
+            low, high = self[f"group.streams.min.{what}"], self[f"group.streams.max.{what}"]
+            value = self[f"group.streams.{what}"]
+            if high < low:
+                raise ConfigError(f"group.streams.max.{what} must be greater than or equal to "
+                                  f"group.streams.min.{what}")
+            if value < low:
+                raise ConfigError(f"group.streams.{what} must be greater than or equal to "
+                                  f"group.streams.min.{what}")
+            if value > high:
+                raise ConfigError(f"group.streams.{what} must be less than or equal to "
+                                  f"group.streams.max.{what}")
+        if self["group.streams.heartbeat.interval.ms"] >= \
+                self["group.streams.session.timeout.ms"]:
+            raise ConfigError("group.streams.heartbeat.interval.ms must be less than "
+                              "group.streams.session.timeout.ms")
+        if self["group.streams.num.standby.replicas"] > \
+                self["group.streams.max.standby.replicas"]:
+            raise ConfigError("group.streams.num.standby.replicas must be less than or equal to "
+                              "group.streams.max.standby.replicas")
 
     def _validate_listener_settings(self) -> None:
         """listener.name.<l>.* names a configured listener; the ssl.* settings of every TLS

@@ -479,3 +479,23 @@ def test_rebalance_history():
     latest = h.coordinator.stats.history.of("g", h.clock.now)[0]
     assert latest["cause"] == "member left" and [e["member_id"] for e in latest["left"]] == \
         ["m2"]
+
+
+def test_streams_settings_are_checked_as_kafka_checks_them():
+    import pytest
+    from broker.config import BrokerConfig, ConfigError
+    for bad, message in [
+            ({"group.streams.heartbeat.interval.ms": 100},
+             "group.streams.heartbeat.interval.ms must be greater than or equal to "
+             "group.streams.min.heartbeat.interval.ms"),
+            ({"group.streams.num.standby.replicas": 3},
+             "group.streams.num.standby.replicas must be less than or equal to "
+             "group.streams.max.standby.replicas"),
+            ({"group.streams.heartbeat.interval.ms": 15000,
+              "group.streams.max.heartbeat.interval.ms": 60000,
+              "group.streams.session.timeout.ms": 15000,
+              "group.streams.min.session.timeout.ms": 1000},
+             "group.streams.heartbeat.interval.ms must be less than "
+             "group.streams.session.timeout.ms")]:
+        with pytest.raises(ConfigError, match=message):
+            BrokerConfig({"metrics.port": 0, **bad})
