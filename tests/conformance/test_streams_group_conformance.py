@@ -503,3 +503,27 @@ def test_endpoints_for_interactive_queries_and_internal_topic_configs(target, co
     (d,) = describe(admin, group)
     (mm,) = d.members
     assert (mm.user_endpoint.host, mm.user_endpoint.port) == ("app-a.local", 8080)
+
+
+def test_assignment_interval_delays_a_new_target(target, connect):
+    admin = connect()
+    source = topics.create_topic(admin, unique("sg-words"), 2)
+    group = unique("sg-app")
+    assert alter_group_configs(admin, group, ("streams.initial.rebalance.delay.ms", "0", 0),
+                               ("streams.assignment.interval.ms", "2000", 0)) == (E.NONE, None)
+    time.sleep(1)
+    a = StreamsMember(connect(), group, word_count(group, source))
+    heartbeat_until(a, lambda r: r.error_code or (r.active_tasks and not r.status))
+    assert a.active == {"0": [0, 1], "1": [0, 1]}
+    b = StreamsMember(connect(), group, word_count(group, source))
+    joined = b.heartbeat()
+    assert statuses(joined) == [(ASSIGNMENT_DELAYED, "Assignment delayed due to the configured "
+                                 "assignment interval.")], joined
+    assert joined.active_tasks == []
+    # once the interval has passed, the new target splits the tasks
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not b.active:
+        time.sleep(0.3)
+        a.heartbeat()
+        b.heartbeat()
+    assert sum(len(p) for p in b.active.values()) == 2
