@@ -28,7 +28,7 @@ from ..consumer.reconciliation import FencedMemberEpoch, reconcile
 from ..coordinator_timer import CoordinatorTimer
 from ..group import DEAD, EMPTY, STABLE
 from . import records as srec
-from .assignor import ASSIGNOR_NAME, MemberSpec, assign
+from .assignor import MemberSpec, assign
 from .group import (ACTIVE, KINDS, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                     MEMBER_STATES_BY_VALUE, STANDBY, WARMUP, StreamsGroup, StreamsGroupMember,
                     tasks_of)
