@@ -450,8 +450,11 @@ class StreamsGroupManager:
         if not isinstance(group, StreamsGroup) or self.shard.loading or \
                 group.assignment_epoch >= group.group_epoch or not group.members:
             return
+        configured = self.configured(group)
+        if configured is None:
+            return      # as Kafka: no configured topology, no delayed assignment
         configs = self.assignment_configs(group_id)
-        targets = self.compute_target(group, dict(group.members), group.configured, configs)
+        targets = self.compute_target(group, dict(group.members), configured, configs)
         records = [srec.target_assignment_record(group_id, mid, tasks)
                    for mid, tasks in targets.items() if tasks != group.target.get(mid)]
         records.append(srec.target_assignment_epoch_record(group_id, group.group_epoch,
