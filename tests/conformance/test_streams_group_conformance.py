@@ -527,3 +527,16 @@ def test_assignment_interval_delays_a_new_target(target, connect):
         a.heartbeat()
         b.heartbeat()
     assert sum(len(p) for p in b.active.values()) == 2
+
+
+def test_group_configs_set_the_heartbeat_interval(target, connect, app):
+    group, source = app
+    admin = connect()
+    assert alter_group_configs(admin, group, ("streams.heartbeat.interval.ms", "6000", 0)) == \
+        (E.NONE, None)
+    first = StreamsMember(connect(), group, word_count(group, source)).heartbeat()
+    assert (first.error_code, first.heartbeat_interval_ms) == (E.NONE, 6000)
+    # below the broker's minimum (Kafka's 5000; kbroker's stand-in 250, so 100 for both)
+    code, message = alter_group_configs(admin, group, ("streams.heartbeat.interval.ms", "100",
+                                                       0))
+    assert code == E.INVALID_CONFIG, message
