@@ -170,7 +170,8 @@ class OffsetMetadataManager:
         if isinstance(group, (ConsumerGroup, StreamsGroup)):
             if generation < 0 and not group.members:
                 return None, group
-            error = group.validate_offset_commit(member_id, instance_id, generation, 9)
+            error = group.validate_offset_commit(member_id, instance_id, generation, 9,
+                                                 transactional=True)
             if callable(error):
                 error = None
             if error == E.STALE_MEMBER_EPOCH:

@@ -540,3 +540,24 @@ def test_group_configs_set_the_heartbeat_interval(target, connect, app):
     code, message = alter_group_configs(admin, group, ("streams.heartbeat.interval.ms", "100",
                                                        0))
     assert code == E.INVALID_CONFIG, message
+
+
+def test_transactional_offset_commits_of_a_streams_group(target, connect, app):
+    """Kafka Streams with exactly_once_v2 commits offsets in its transactions: TxnOffsetCommit
+    with the member's id and epoch is accepted, one without any member information too (Kafka's
+    NO_OP for a transactional commit), one from an unknown member is not."""
+    from .test_transaction_conformance import (TV1_CLIENTS, Producer,
+                                               _wait_for_transaction_coordinator)
+    group, source = app
+    assert _wait_for_transaction_coordinator(target.port) is None
+    a = StreamsMember(connect(), group, word_count(group, source))
+    heartbeat_until(a, lambda r: r.error_code or (r.active_tasks and not r.status))
+    producer = Producer(connect(), TV1_CLIENTS["kafka-python"])
+    assert producer.init().error_code == E.NONE
+    assert producer.add_offsets(group) == E.NONE
+    assert producer.txn_offset_commit(group, {(source, 0): 5}, generation=a.epoch,
+                                      member=a.member_id) == [(source, 0, E.NONE)]
+    assert producer.txn_offset_commit(group, {(source, 1): 6}) == [(source, 1, E.NONE)]
+    assert producer.txn_offset_commit(group, {(source, 2): 7}, generation=a.epoch,
+                                      member="someone") == [(source, 2, E.UNKNOWN_MEMBER_ID)]
+    assert producer.end(True).error_code == E.NONE
