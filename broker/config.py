@@ -275,8 +275,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "Wait before the first rebalance of an empty group (Kafka: 3000; chosen by "
             "measurement with real clients, see README and docs/consumer-groups.md)."),
     Setting("group.max.size", int, 2147483647, "Most members in one group."),
-    Setting("group.coordinator.rebalance.protocols", _list, ("classic", "consumer"),
-            "Group protocols served: classic (JoinGroup) and consumer (KIP-848)."),
+    Setting("group.coordinator.rebalance.protocols", _list,
+            ("classic", "consumer", "streams"),
+            "Group protocols served: classic (JoinGroup), consumer (KIP-848) and streams "
+            "(KIP-1071)."),
     Setting("group.consumer.heartbeat.interval.ms", int, 250,
             "Heartbeat interval the broker gives consumer-protocol members (Kafka: 5000; shorter "
             "so that a local group settles within a second, see docs/consumer-groups.md)."),
@@ -304,6 +306,36 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "Largest group.consumer.assignment.interval.ms allowed."),
     Setting("group.consumer.assignors", _assignors, ("uniform", "range"),
             "Server-side assignors of consumer groups; the first is the default."),
+    Setting("group.streams.heartbeat.interval.ms", int, 250,
+            "Heartbeat interval the broker gives streams-group members (Kafka: 5000; shorter "
+            "so that a local Kafka Streams application settles within a second, see "
+            "docs/streams-groups.md)."),
+    Setting("group.streams.min.heartbeat.interval.ms", int, 250,
+            "Smallest streams.heartbeat.interval.ms a streams group may set (Kafka: 5000)."),
+    Setting("group.streams.max.heartbeat.interval.ms", int, 15000,
+            "Largest streams.heartbeat.interval.ms a streams group may set."),
+    Setting("group.streams.session.timeout.ms", int, 45000,
+            "A streams-group member that does not heartbeat for this long is fenced."),
+    Setting("group.streams.min.session.timeout.ms", int, 45000,
+            "Smallest streams.session.timeout.ms a streams group may set."),
+    Setting("group.streams.max.session.timeout.ms", int, 60000,
+            "Largest streams.session.timeout.ms a streams group may set."),
+    Setting("group.streams.max.size", int, 2147483647, "Most members in one streams group."),
+    Setting("group.streams.num.standby.replicas", int, 0,
+            "Standby replicas of each stateful task of a streams group."),
+    Setting("group.streams.max.standby.replicas", int, 2,
+            "Largest streams.num.standby.replicas a streams group may set."),
+    Setting("group.streams.initial.rebalance.delay.ms", int, 100,
+            "Wait before the first task assignment of an empty streams group, so that "
+            "instances starting together share one (Kafka: 3000; shorter for a local "
+            "application, see docs/streams-groups.md)."),
+    Setting("group.streams.assignment.interval.ms", int, 0,
+            "Least time between two target assignments of a streams group (Kafka: 1000; 0 "
+            "here: a joining member's tasks are computed at once)."),
+    Setting("group.streams.min.assignment.interval.ms", int, 0,
+            "Smallest streams.assignment.interval.ms a streams group may set."),
+    Setting("group.streams.max.assignment.interval.ms", int, 15000,
+            "Largest streams.assignment.interval.ms a streams group may set."),
     Setting("group.share.heartbeat.interval.ms", int, 5000,
             "Heartbeat interval the broker gives share-group members."),
     Setting("group.share.min.heartbeat.interval.ms", int, 5000,
@@ -542,14 +574,16 @@ class BrokerConfig:
                 self["group.consumer.session.timeout.ms"]:
             raise ConfigError("group.consumer.heartbeat.interval.ms must be less than "
                               "group.consumer.session.timeout.ms")
+        self._validate_streams_group_settings()
         if self["group.consumer.migration.policy"].lower() not in (
                 "bidirectional", "upgrade", "downgrade", "disabled"):
             raise ConfigError("group.consumer.migration.policy must be bidirectional, upgrade, "
                               "downgrade or disabled")
-        unknown = set(self["group.coordinator.rebalance.protocols"]) - {"classic", "consumer"}
+        unknown = set(self["group.coordinator.rebalance.protocols"]) - {
+            "classic", "consumer", "streams"}
         if unknown or "classic" not in self["group.coordinator.rebalance.protocols"]:
             raise ConfigError("group.coordinator.rebalance.protocols must include classic and "
-                              f"may add consumer; unknown: {sorted(unknown)}")
+                              f"may add consumer and streams; unknown: {sorted(unknown)}")
         for name in ("offsets.topic.segment.bytes", "transaction.state.log.segment.bytes"):
             if self[name] < 14:  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0
                 raise ConfigError(f"{name} must be at least 14, got {self[name]}")
@@ -579,6 +613,29 @@ class BrokerConfig:
         if self["queued.max.response.bytes"] == 0:
             raise ConfigError("queued.max.response.bytes must be positive, or -1 for unlimited")
 
+
+    def _validate_streams_group_settings(self) -> None:
+        """Kafka's GroupCoordinatorConfig checks of the group.streams.* settings."""
+        for what in ("heartbeat.interval.ms", "session.timeout.ms", "assignment.interval.ms"):
+            low, high = self[f"group.streams.min.{what}"], self[f"group.streams.max.{what}"]
+            value = self[f"group.streams.{what}"]
+            if high < low:
+                raise ConfigError(f"group.streams.max.{what} must be greater than or equal to "
+                                  f"group.streams.min.{what}")
+            if value < low:
+                raise ConfigError(f"group.streams.{what} must be greater than or equal to "
+                                  f"group.streams.min.{what}")
+            if value > high:
+                raise ConfigError(f"group.streams.{what} must be less than or equal to "
+                                  f"group.streams.max.{what}")
+        if self["group.streams.heartbeat.interval.ms"] >= \
+                self["group.streams.session.timeout.ms"]:
+            raise ConfigError("group.streams.heartbeat.interval.ms must be less than "
+                              "group.streams.session.timeout.ms")
+        if self["group.streams.num.standby.replicas"] > \
+                self["group.streams.max.standby.replicas"]:
+            raise ConfigError("group.streams.num.standby.replicas must be less than or equal to "
+                              "group.streams.max.standby.replicas")
 
     def _validate_listener_settings(self) -> None:
         """listener.name.<l>.* names a configured listener; the ssl.* settings of every TLS

@@ -26,6 +26,10 @@ Actions fire once, when added, on the coordinators' real state:
 * ``"rebalance"``: ``match.group`` starts a rebalance now;
 * ``"expire_share_locks"``: every acquisition lock of the share group ``match.group`` expires
   now, so its acquired records are delivered again (without waiting for the lock duration);
+* ``"streams_status"``: the streams group ``match.group`` answers every StreamsGroupHeartbeat
+  with the status ``status`` (MISSING_SOURCE_TOPICS, SHUTDOWN_APPLICATION, ... or its code) for
+  ``duration_ms`` (until cleared without it), so a Kafka Streams application can be tested
+  with each status the broker may give it;
 * ``"move_leader"`` (several nodes): the leadership of ``match.topic``/``match.partition``, or of
   the internal partition coordinating ``match.group`` or ``match.transactional_id``, moves to the
   next in-sync replica at the next leader epoch: the old node answers NOT_LEADER_OR_FOLLOWER or
@@ -55,10 +59,10 @@ from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 log = structlog.get_logger("broker.faults")
 
 ACTIONS = ("coordinator_load", "expire_member", "rebalance", "move_leader",
-           "expire_share_locks")
+           "expire_share_locks", "streams_status")
 MATCH_KEYS = ("client_id", "group", "transactional_id", "topic", "partition", "node")
 FIELDS = ("api", "error", "count", "after", "duration_ms", "delay_ms", "action", "match",
-          "member_id")
+          "member_id", "status")
 
 
 
@@ -129,8 +133,8 @@ class Fault:
         if self.action in ACTIONS:
             if self.action == "coordinator_load" and not self.duration_ms:
                 raise FaultError("coordinator_load needs duration_ms (how long it loads)")
-            if self.action in ("expire_member", "rebalance", "expire_share_locks") and \
-                    "group" not in match:
+            if self.action in ("expire_member", "rebalance", "expire_share_locks",
+                               "streams_status") and "group" not in match:
                 raise FaultError(f"{self.action} needs match.group")
             if self.action == "move_leader" and not (
                     ("topic" in match and "partition" in match) or "group" in match
@@ -227,6 +231,9 @@ class Faults:
         self.history.remove(fault)
         if fault in self.armed:
             self.armed.remove(fault)
+        if fault.action == "streams_status":
+            for shard in self.broker.coordinator.shards:
+                shard.streams.unforce_status(f"fault {fault.id}")
         return True
 
     def clear(self) -> int:
@@ -234,6 +241,8 @@ class Faults:
         n = len(self.history)
         self.armed.clear()
         self.history.clear()
+        for shard in self.broker.coordinator.shards:
+            shard.streams.unforce_status()
         return n
 
     # -- the request path
@@ -323,6 +332,8 @@ class Faults:
         if fault.action == "expire_share_locks":
             return {"group": group_id,
                     "released": self.broker.shares.expire_all_locks(group_id)}
+        if fault.action == "streams_status":
+            return self._streams_status(fault, group_id)
         coordinator = self.broker.coordinator
         shard = coordinator.shard_for(group_id)
         group = shard.groups.get(group_id)
@@ -336,6 +347,15 @@ class Faults:
             if member_id not in group.members:
                 raise FaultError(f"group {group_id!r} has no member {member_id!r}")
             shard.share.expire_member(group_id, member_id)   # the session timeout's path
+            return {"group": group_id, "member_id": member_id}
+        if getattr(group, "group_type", None) == "streams":
+            if fault.action == "rebalance":
+                raise FaultError(f"group {group_id!r} is a streams group: the broker assigns, "
+                                 "there is no rebalance to start")
+            member_id = fault.member_id or next(iter(group.members))
+            if member_id not in group.members:
+                raise FaultError(f"group {group_id!r} has no member {member_id!r}")
+            shard.streams.expire_member(group_id, member_id)   # the session timeout's path
             return {"group": group_id, "member_id": member_id}
         from .coordinator.group.consumer.group import ConsumerGroup
         consumer = isinstance(group, ConsumerGroup)
@@ -359,6 +379,18 @@ class Faults:
         else:
             shard.classic.expire_member(group, member, f"fault {fault.id}")
         return {"group": group_id, "member_id": member_id}
+
+    def _streams_status(self, fault: Fault, group_id: str) -> dict:
+        from .coordinator.group.streams.topology import Status
+        status = fault.spec.get("status")
+        names = {n: v for n, v in vars(Status).items() if n.isupper()}
+        code = names.get(status) if isinstance(status, str) else status
+        if code not in names.values():
+            raise FaultError(f"unknown status {status!r}: one of {sorted(names)}")
+        until = self.broker.clock() + fault.duration_ms if fault.duration_ms else None
+        shard = self.broker.coordinator.shard_for(group_id)
+        shard.streams.force_status(group_id, code, f"fault {fault.id}", until)
+        return {"group": group_id, "status": code}
 
     def _move_leader(self, fault: Fault) -> dict:
         broker = self.broker

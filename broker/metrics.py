@@ -173,6 +173,10 @@ class BrokerStateCollector:
         share_epochs = CounterMetricFamily(
             "kafka_coordinator_share_group_rebalances",
             "Group epoch bumps of share groups (KIP-932; Kafka's share-group-rebalance-count).")
+        streams_epochs = CounterMetricFamily(
+            "kafka_coordinator_streams_group_rebalances",
+            "Group epoch bumps of streams groups (KIP-1071; Kafka's "
+            "streams-group-rebalance-count).")
         loading = GaugeMetricFamily("kafka_coordinator_shards_loading",
                                     "Coordinator shards (offsets partitions) still loading.")
         if coordinator is not None:
@@ -189,9 +193,10 @@ class BrokerStateCollector:
             expired.add_metric([], _value(coordinator, "expired_members_total"))
             epochs.add_metric([], getattr(stats, "consumer_group_rebalances_total", 0))
             share_epochs.add_metric([], getattr(stats, "share_group_rebalances_total", 0))
+            streams_epochs.add_metric([], getattr(stats, "streams_group_rebalances_total", 0))
             loading.add_metric([], len(coordinator.shards_loading))
         yield from (groups, members, group_members, generation, rebalances, started, expired,
-                    epochs, share_epochs, loading)
+                    epochs, share_epochs, streams_epochs, loading)
         yield from self._shares(getattr(self.broker, "shares", None))
 
     @staticmethod

@@ -39,3 +39,27 @@ def test_a_broker_start_imports_no_handler_until_its_first_request():
     loaded = set(eval(out))  # noqa: S307 - our own child's repr of a list of str
     handlers = {h.module for h in apis.HANDLERS.values()}
     assert not loaded & handlers, loaded & handlers
+
+
+def test_group_protocols_decide_which_group_apis_are_advertised():
+    """group.coordinator.rebalance.protocols: Kafka 4.3's default names streams too; without
+    consumer or streams their APIs are not listed; an unknown protocol is refused at start."""
+    import pytest
+    from broker.config import BrokerConfig, ConfigError
+
+    def listed(protocols=None) -> set[str]:
+        settings = {"metrics.port": 0}
+        if protocols is not None:
+            settings["group.coordinator.rebalance.protocols"] = protocols
+        keys = {e.api_key for e in apis.api_version_entries(BrokerConfig(settings))}
+        return {h.name for h in apis.HANDLERS.values() if h.key in keys}
+
+    streams = {"StreamsGroupHeartbeat", "StreamsGroupDescribe"}
+    consumer = {"ConsumerGroupHeartbeat", "ConsumerGroupDescribe"}
+    assert BrokerConfig({"metrics.port": 0})["group.coordinator.rebalance.protocols"] == \
+        ("classic", "consumer", "streams")
+    assert streams | consumer <= listed()
+    assert not streams & listed("classic,consumer") and consumer <= listed("classic,consumer")
+    assert streams <= listed("classic,streams") and not consumer & listed("classic,streams")
+    with pytest.raises(ConfigError, match="unknown: \\['nope'\\]"):
+        BrokerConfig({"metrics.port": 0, "group.coordinator.rebalance.protocols": "classic,nope"})

@@ -323,6 +323,37 @@ def test_share_group_shows_each_records_state(broker):
         consumer.close()
 
 
+def test_streams_group_shows_topology_and_tasks(broker):
+    """A streams group (KIP-1071): its topology's subtopologies with their topics, and each
+    member's process and active tasks."""
+    from tests.conformance.test_streams_group_conformance import StreamsMember, word_count
+    from tests.support import RawClient
+    topic, group = unique("streams-in"), unique("streams-app")
+    create(broker, topic, 2)
+    client = RawClient(broker.port)
+    try:
+        member = StreamsMember(client, group, word_count(group, topic))
+        deadline = time.monotonic() + 10
+        while not member.active and time.monotonic() < deadline:
+            member.heartbeat()
+            time.sleep(0.1)
+        detail = get(broker, f"/api/groups/{group}")
+        assert (detail["type"], detail["state"], detail["assignor"]) == \
+            ("streams", "Stable", "sticky")
+        assert [(s["id"], s["source_topics"], s["repartition_sink_topics"],
+                 s["repartition_source_topics"], s["changelog_topics"])
+                for s in detail["topology"]["subtopologies"]] == [
+            ("0", [topic], [f"{group}-words-repartition"], [], []),
+            ("1", [], [], [f"{group}-words-repartition"], [f"{group}-counts-changelog"])]
+        [m] = detail["members"]
+        assert (m["process_id"], m["member_epoch"]) == (member.process_id, member.epoch)
+        assert m["tasks"] == {"active": ["0_0", "0_1", "1_0", "1_1"], "standby": [],
+                              "warmup": []}
+        assert get(broker, f"/api/groups?type=streams&filter={group}")["total"] == 1
+    finally:
+        client.close()
+
+
 def test_unknown_group_is_not_found(broker):
     status, body = request(broker, "/api/groups/no-such-group")
     assert status == 404 and "not found" in body["message"]

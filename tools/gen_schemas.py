@@ -53,6 +53,7 @@ APIS = {
     "InitializeShareGroupState": None, "ReadShareGroupState": None,
     "WriteShareGroupState": None, "DeleteShareGroupState": None,
     "ReadShareGroupStateSummary": None,
+    "StreamsGroupHeartbeat": None, "StreamsGroupDescribe": None,
 }
 CLIENT_DATA = ["RequestHeader", "ResponseHeader", "ConsumerProtocolSubscription",
                "ConsumerProtocolAssignment", "EndTxnMarker"]
@@ -65,6 +66,10 @@ COORDINATOR_RECORDS = ["OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey
     f"ShareGroup{name}{part}" for name in (
         "Metadata", "MemberMetadata", "TargetAssignmentMetadata", "TargetAssignmentMember",
         "CurrentMemberAssignment", "StatePartitionMetadata")
+    for part in ("Key", "Value")] + [
+    f"StreamsGroup{name}{part}" for name in (
+        "Metadata", "Topology", "MemberMetadata", "TargetAssignmentMetadata",
+        "TargetAssignmentMember", "CurrentMemberAssignment")
     for part in ("Key", "Value")]
 TRANSACTION_RECORDS = ["TransactionLogKey", "TransactionLogValue"]
 SHARE_STATE_RECORDS = ["ShareSnapshotKey", "ShareSnapshotValue", "ShareUpdateKey",

@@ -91,6 +91,8 @@ SERVED = {
     "DescribeShareGroupOffsets": (0, 1),
     "AlterShareGroupOffsets": (0, 0),
     "DeleteShareGroupOffsets": (0, 0),
+    "StreamsGroupHeartbeat": (0, 0),
+    "StreamsGroupDescribe": (0, 0),
 }
 
 #: where ApiVersions lists more than is served: Produce from v0, as Kafka 4 lists it
@@ -100,6 +102,8 @@ ADVERTISED_MIN = {"Produce": 0}
 #: the APIs of the consumer protocol (KIP-848), advertised when group.coordinator.rebalance.protocols
 #: names "consumer"
 CONSUMER_PROTOCOL_APIS = ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")
+#: the APIs of the streams protocol (KIP-1071), advertised when it names "streams"
+STREAMS_PROTOCOL_APIS = ("StreamsGroupHeartbeat", "StreamsGroupDescribe")
 
 
 class ApiHandler:
@@ -164,5 +168,7 @@ def api_version_entries(config=None) -> list:
     hidden = ()
     if config is not None and "consumer" not in config["group.coordinator.rebalance.protocols"]:
         hidden = CONSUMER_PROTOCOL_APIS
+    if config is not None and "streams" not in config["group.coordinator.rebalance.protocols"]:
+        hidden += STREAMS_PROTOCOL_APIS
     return [Entry(api_key=h.key, min_version=h.advertised_min, max_version=h.max_version)
             for h in sorted(HANDLERS.values(), key=lambda h: h.key) if h.name not in hidden]

@@ -446,8 +446,11 @@ def group_detail(broker, group_id: str, lag_history: "LagHistory",
     ends = _ends(broker, topics)
     group_type = getattr(group, "group_type", "classic")
     consumer = group_type != "classic"   # consumer (KIP-848) and share (KIP-932) members
-    members = [_consumer_member(broker, mm) if consumer else _classic_member(group, mm)
-               for mm in group.members.values()]
+    if group_type == "streams":
+        members = [_streams_member(mm) for mm in group.members.values()]
+    else:
+        members = [_consumer_member(broker, mm) if consumer else _classic_member(group, mm)
+                   for mm in group.members.values()]
     owners = {}
     for member in members:
         for topic, partitions in member["assignment"].items():
@@ -480,6 +483,9 @@ def group_detail(broker, group_id: str, lag_history: "LagHistory",
     if group_type == "share":
         out.update(group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
                    assignor="simple", share_partitions=share_partitions(broker, group_id, now))
+    elif group_type == "streams":
+        out.update(group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+                   assignor="sticky", topology=_streams_topology(group))
     elif consumer:
         out.update(group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
                    assignor=_consumer_assignor(broker, group))
@@ -551,6 +557,31 @@ def _classic_member(group, member) -> dict:
             "assignment": assignment, "leader": group.leader_id == member.member_id,
             "session_timeout_ms": member.session_timeout_ms,
             "rebalance_timeout_ms": member.rebalance_timeout_ms}
+
+
+def _streams_member(member) -> dict:
+    """A streams-group member (KIP-1071) with its active, standby and warm-up tasks
+    ("subtopology_partition"); ``assignment`` lists no topic partitions: tasks are not owned
+    by topic."""
+    return {"member_id": member.member_id, "client_id": member.client_id,
+            "client_host": member.client_host, "process_id": member.process_id,
+            "member_epoch": member.member_epoch, "state": member.state.name,
+            "assignment": {},
+            "tasks": {kind: sorted(f"{sub}_{p}" for sub, ps in member.tasks(kind).items()
+                                   for p in ps) for kind in ("active", "standby", "warmup")},
+            "rebalance_timeout_ms": member.rebalance_timeout_ms}
+
+
+def _streams_topology(group) -> dict | None:
+    """A streams group's topology: each subtopology's topics by role."""
+    if group.topology is None:
+        return None
+    return {"epoch": group.topology.epoch, "subtopologies": [
+        {"id": s.subtopology_id, "source_topics": list(s.source_topics),
+         "repartition_source_topics": [t.name for t in s.repartition_source_topics],
+         "repartition_sink_topics": list(s.repartition_sink_topics),
+         "changelog_topics": [t.name for t in s.state_changelog_topics]}
+        for s in group.topology.subtopologies]}
 
 
 def _consumer_member(broker, member) -> dict:

@@ -1044,6 +1044,53 @@ def test_share_group_apis(acl_target, clients, denied):
         (group, E.GROUP_AUTHORIZATION_FAILED, None, [])]
 
 
+def test_streams_group_apis(acl_target, clients, denied):
+    """Streams groups (KIP-1071): READ on the group for StreamsGroupHeartbeat, DESCRIBE on every
+    topic the topology names, Kafka's internal topics refused in a topology, DESCRIBE on the
+    group for StreamsGroupDescribe."""
+    from protocol.messages import StreamsGroupDescribeRequest
+    from .test_streams_group_conformance import StreamsMember, word_count
+    _admin, refused = clients
+    group, ok_group = denied["group"], denied["ok_group"]
+    beat = StreamsMember(refused, group, word_count(group, denied["ok_topic"])).heartbeat()
+    assert (beat.error_code, beat.error_message) == (E.GROUP_AUTHORIZATION_FAILED, None)
+    beat = StreamsMember(refused, ok_group, word_count(ok_group, denied["topic"])).heartbeat()
+    assert (beat.error_code, beat.error_message) == (E.TOPIC_AUTHORIZATION_FAILED, None)
+    beat = StreamsMember(refused, ok_group, word_count(ok_group, "__consumer_offsets")
+                         ).heartbeat()
+    assert (beat.error_code, beat.error_message) == (
+        E.STREAMS_INVALID_TOPOLOGY, "Use of Kafka internal topics __consumer_offsets in a Kafka "
+                                    "Streams topology is prohibited.")
+    described = refused.call(StreamsGroupDescribeRequest(
+        group_ids=[group], include_authorized_operations=False), 0)
+    assert [(g.group_id, g.error_code) for g in described.groups] == [
+        (group, E.GROUP_AUTHORIZATION_FAILED)]
+    # internal topics it may DESCRIBE but not CREATE (nor CREATE on the cluster): not created,
+    # and the MISSING_INTERNAL_TOPICS status says why
+    app = unique("acl-streams")
+    rows = [(R_TOPIC, app, P_PREFIXED, ANONYMOUS, DENIED_HOST, DESCRIBE, ALLOW),
+            (R_TOPIC, app, P_PREFIXED, ANONYMOUS, DENIED_HOST, CREATE, DENY),
+            (R_TOPIC, app, P_PREFIXED, ANONYMOUS, "127.0.0.1", ALL, ALLOW)]
+    assert create_acls(_admin, *rows) == [(E.NONE, "")] * 3
+    assert eventually(lambda: [a for a in describe(_admin)[1] if a in rows], sorted(rows)) == \
+        sorted(rows)
+    beat = StreamsMember(refused, app, word_count(app, denied["ok_topic"])).heartbeat()
+    assert beat.error_code == E.NONE, beat
+    [status] = [st for st in beat.status if st.status_code == 3]
+    missing, unauthorized = status.status_detail.split("; ")
+    internal = {f"{app}-words-repartition", f"{app}-counts-changelog"}
+    assert missing.startswith("Internal topics are missing: ")
+    assert set(missing[len("Internal topics are missing: "):].split(", ")) == internal
+    assert unauthorized.startswith("Unauthorized to CREATE on topics ")
+    assert unauthorized.endswith(".")
+    assert set(unauthorized[len("Unauthorized to CREATE on topics "):-1].split(", ")) == \
+        internal
+    listed = _admin.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=n)
+                                                 for n in sorted(internal)],
+                                         allow_auto_topic_creation=False), 12)
+    assert [t.error_code for t in listed.topics] == [E.UNKNOWN_TOPIC_OR_PARTITION] * 2
+
+
 def test_quota_feature_and_quorum_apis_need_the_cluster(acl_target, clients, denied):
     """AlterClientQuotas needs ALTER_CONFIGS on the cluster, DescribeClientQuotas
     DESCRIBE_CONFIGS, UpdateFeatures, UnregisterBroker and the raft voter APIs ALTER: refused

@@ -17,8 +17,6 @@ SUPPORTED = {"group.version": (0, 1), "kraft.version": (0, 1), "metadata.version
 FINALIZED = {"group.version": 1, "kraft.version": 1, "metadata.version": 30,
              "share.version": 1, "streams.version": 1, "transaction.version": 2,
              "eligible.leader.replicas.version": 1}
-#: kbroker does not serve the streams group APIs yet: it does not finalize their feature
-NOT_SERVED_YET = ("streams.version",)
 
 
 def update(port: int, updates, version: int = 2, validate_only: bool = True):
@@ -48,8 +46,7 @@ def test_api_versions_lists_kafkas_features(target):
         == SUPPORTED
     finalized = {f.name: (f.min_version_level, f.max_version_level)
                  for f in answer.finalized_features}
-    expected = {n: (v, v) for n, v in FINALIZED.items()
-                if target.is_kafka or n not in NOT_SERVED_YET}
+    expected = {n: (v, v) for n, v in FINALIZED.items()}
     assert finalized == expected
     assert answer.finalized_features_epoch > 0
 
@@ -165,14 +162,13 @@ def test_kafka_features_describe(target):
         fields = dict(re.findall(r"(\w+): (\S+)", line))
         rows[fields.pop("Feature")] = fields
         assert int(fields.pop("Epoch")) > 0
-    unserved = "0" if not target.is_kafka else "1"
     assert rows == {
         "eligible.leader.replicas.version": row("0", "1", "1"),
         "group.version": row("0", "1", "1"),
         "kraft.version": row("0", "1", "1"),
         "metadata.version": row("3.3-IV3", "4.3-IV0", "4.3-IV0"),
         "share.version": row("0", "1", "1"),
-        "streams.version": row("0", "1", unserved),
+        "streams.version": row("0", "1", "1"),
         "transaction.version": row("0", "2", "2"),
     }
 

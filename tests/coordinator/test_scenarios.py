@@ -472,6 +472,7 @@ def test_coordinator_stats():
     h.commit("simple", {("t", 0): 1})
     assert h.coordinator.groups_by_state() == {"Empty": 1, "PreparingRebalance": 0,
                                                "CompletingRebalance": 0, "Stable": 2,
-                                               "Assigning": 0, "Reconciling": 0}
+                                               "Assigning": 0, "Reconciling": 0,
+                                               "NotReady": 0}
     assert h.coordinator.member_count() == 3
     assert h.coordinator.waiting_operations()["heartbeat"] == 3

@@ -229,9 +229,10 @@ function groupsView(root) {
                              oninput: () => { offset = 0; refresh(); }});
   const state = h("select", {id: "group-state", onchange: refresh},
     ["", "Stable", "Empty", "PreparingRebalance", "CompletingRebalance", "Assigning",
-     "Reconciling"].map(s => h("option", {value: s}, s || "any state")));
+     "Reconciling", "NotReady"].map(s => h("option", {value: s}, s || "any state")));
   const type = h("select", {id: "group-type", onchange: refresh},
-    ["", "classic", "consumer"].map(s => h("option", {value: s}, s || "any protocol")));
+    ["", "classic", "consumer", "share", "streams"].map(s =>
+      h("option", {value: s}, s || "any protocol")));
   const list = h("div", {id: "group-list"});
   fill(root, h("h1", {}, "Consumer groups"), h("div", {class: "bar"}, filter, state, type), list);
   return async () => {
@@ -329,8 +330,9 @@ function groupView(root, groupId) {
     h("h2", {}, "Rebalance history"), history);
   return async () => {
     const g = await api(`groups/${enc(groupId)}`);
-    const consumer = g.type === "consumer" || g.type === "share";
-    const protocol = {consumer: "consumer (KIP-848)", share: "share (KIP-932)"}[g.type] || "classic";
+    const consumer = g.type === "consumer" || g.type === "share" || g.type === "streams";
+    const protocol = {consumer: "consumer (KIP-848)", share: "share (KIP-932)",
+                      streams: "streams (KIP-1071)"}[g.type] || "classic";
     fill(cards, [["State", pill(g.state)], ["Protocol", protocol],
       [consumer ? "Assignor" : "Assignor (protocol)", consumer ? g.assignor : g.protocol || "—"],
       [consumer ? "Group epoch" : "Generation", consumer ? g.group_epoch : g.generation],
@@ -338,20 +340,47 @@ function groupView(root, groupId) {
       .map(([k, v]) => h("div", {class: "card"}, k, h("b", {}, v))));
     fill(chart, lagChart(g.lag_history));
     fill(members, table("members-table",
-      ["Member", "Client id", "Host", "Instance id", "Assigned partitions"],
+      ["Member", "Client id", "Host", g.type === "streams" ? "Process id" : "Instance id",
+       g.type === "streams" ? "Tasks" : "Assigned partitions"],
       g.members.map(m => h("tr", {"data-member": m.member_id},
         h("td", {}, m.member_id, m.leader ? " " : null, m.leader ? pill("leader") : null),
-        h("td", {}, m.client_id), h("td", {}, m.client_host), h("td", {}, m.instance_id ?? "—"),
-        h("td", {class: "assignment"}, Object.entries(m.assignment).map(([t, ps]) =>
-          h("div", {}, `${t}: ${ps.join(", ")}`)))))));
+        h("td", {}, m.client_id), h("td", {}, m.client_host),
+        h("td", {}, (g.type === "streams" ? m.process_id : m.instance_id) ?? "—"),
+        h("td", {class: "assignment"}, m.tasks ? memberTasks(m.tasks) :
+          Object.entries(m.assignment).map(([t, ps]) =>
+            h("div", {}, `${t}: ${ps.join(", ")}`)))))));
     fill(offsets, table("offsets-table",
       ["Topic", "Partition ", "Committed ", "End offset ", "Lag ", "Owner"],
       g.offsets.map(o => h("tr", {"data-tp": `${o.topic}-${o.partition}`},
         h("td", {}, o.topic), num(o.partition), num(o.committed), num(o.end_offset),
         num(o.lag), h("td", {}, o.member_id ?? "—")))));
     fill(history, timeline(g.rebalances));
-    fill(shared, g.type === "share" ? sharePartitions(g.share_partitions) : null);
+    fill(shared, g.type === "share" ? sharePartitions(g.share_partitions) :
+      g.type === "streams" ? streamsTopology(g.topology) : null);
   };
+}
+
+/* A streams-group member's tasks by kind ("0_1": subtopology 0, partition 1). */
+function memberTasks(tasks) {
+  return ["active", "standby", "warmup"].filter(k => tasks[k].length).map(k =>
+    h("div", {}, `${k}: ${tasks[k].join(", ")}`));
+}
+
+/* A streams group's topology, drawn left to right: each subtopology with the topics it reads,
+   its state stores' changelogs, and the repartition topics it writes (which the next reads). */
+function streamsTopology(t) {
+  if (!t) return null;
+  const topics = (names, cls) => h("div", {class: `topics ${cls}`},
+    names.map(n => h("div", {class: "topic"}, n)));
+  return [h("h2", {}, `Topology (epoch ${t.epoch})`),
+    h("div", {id: "topology"}, t.subtopologies.map(s =>
+      h("div", {class: "subtopology", "data-subtopology": s.id},
+        topics([...s.source_topics, ...s.repartition_source_topics], "in"),
+        h("div", {class: "arrow"}, "→"),
+        h("div", {class: "node"}, h("b", {}, `Subtopology ${s.id}`),
+          s.changelog_topics.map(n => h("div", {class: "muted"}, `store ⇄ ${n}`))),
+        h("div", {class: "arrow"}, s.repartition_sink_topics.length ? "→" : ""),
+        topics(s.repartition_sink_topics, "out"))))];
 }
 
 /* A share group's share partitions: start offset, in-flight records by state, and each

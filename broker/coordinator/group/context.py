@@ -15,12 +15,12 @@ from .history import RebalanceHistory
 
 class GroupContext:
     """One shard's context, made by the shard (shard.py), which keeps ``loading`` current and
-    sets ``classic`` and ``consumer`` once it made those managers (offsets and the migration
-    between the protocols use both)."""
+    sets ``classic``, ``consumer`` and ``streams`` once it made those managers (offsets and the
+    migration between the protocols use them)."""
 
     __slots__ = ("partition", "config", "clock", "timer", "heartbeat_purgatory",
                  "rebalance_purgatory", "stats", "new_uuid", "topics", "groups", "loading",
-                 "append", "maybe_drop_transient_group", "classic", "consumer")
+                 "append", "maybe_drop_transient_group", "classic", "consumer", "streams")
 
     def __init__(self, partition: int, config: Any, clock: Callable[[], int], timer: Timer,
                  heartbeat_purgatory: DelayedOperationPurgatory,
@@ -48,6 +48,7 @@ class GroupContext:
         self.maybe_drop_transient_group = maybe_drop_transient_group
         self.classic: Any = None
         self.consumer: Any = None
+        self.streams: Any = None
 
 
 class Stats:
@@ -60,6 +61,7 @@ class Stats:
         self.offsets_expired_total = 0
         self.consumer_group_rebalances_total = 0  # consumer-group epoch bumps
         self.share_group_rebalances_total = 0     # share-group epoch bumps
+        self.streams_group_rebalances_total = 0   # streams-group epoch bumps
         #: called with the rebalance's duration in ms when a group becomes Stable (metrics)
         self.on_group_stable: Callable[[int], None] | None = None
         #: each group's recent rebalances, noted by the state machines (history.py)

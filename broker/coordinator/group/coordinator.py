@@ -43,6 +43,7 @@ from .context import Stats
 from .group import GroupState
 from .shard import GroupCoordinatorShard
 from .share.group import ShareGroup
+from .streams.group import StreamsGroup
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -63,7 +64,10 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
           "group.consumer.assignors", "group.consumer.assignment.interval.ms",
           "group.coordinator.rebalance.protocols", "group.consumer.migration.policy",
           "group.share.heartbeat.interval.ms", "group.share.session.timeout.ms",
-          "group.share.max.size")
+          "group.share.max.size", "group.streams.heartbeat.interval.ms",
+          "group.streams.session.timeout.ms", "group.streams.max.size",
+          "group.streams.num.standby.replicas", "group.streams.initial.rebalance.delay.ms",
+          "group.streams.assignment.interval.ms")
 class CoordinatorConfig:
     """The group coordinator's settings (common/settings.py): ``group_max_size`` is
     ``group.max.size``, declared with its default in broker/config.py; ``from_config`` reads
@@ -186,6 +190,7 @@ class GroupCoordinator:
         for shard in self.shards:
             shard.share.listener = listener
             shard.share.group_config = group_config
+            shard.streams.group_config = group_config
 
     def _persist(self, partition: int, records: list, on_done, **kwargs) -> None:
         self.persist(partition, records, on_done, **kwargs)
@@ -263,7 +268,7 @@ class GroupCoordinator:
                                                      member_id=request.member_id)
             return
         group = shard.groups.get(request.group_id)
-        if isinstance(group, ShareGroup) and group.state is not GroupState.DEAD:
+        if isinstance(group, (ShareGroup, StreamsGroup)) and group.state is not GroupState.DEAD:
             # Kafka's classicGroupJoin: a group of another type that is not a consumer group
             make_join_callback(respond, api_version)(error=E.INCONSISTENT_GROUP_PROTOCOL,
                                                      member_id="")
@@ -295,7 +300,7 @@ class GroupCoordinator:
             make_sync_callback(respond, api_version)(error=E.REBALANCE_IN_PROGRESS)
             return
         group = shard.groups.get(request.group_id)
-        if isinstance(group, ShareGroup):
+        if isinstance(group, (ShareGroup, StreamsGroup)):
             make_sync_callback(respond, api_version)(error=E.UNKNOWN_MEMBER_ID)
             return
         if isinstance(group, ConsumerGroup):
@@ -316,7 +321,7 @@ class GroupCoordinator:
             # while loading, answer blindly (as Kafka does): the member is not known yet
             if shard.loading:
                 error = E.NONE
-            elif isinstance(shard.groups.get(request.group_id), ShareGroup):
+            elif isinstance(shard.groups.get(request.group_id), (ShareGroup, StreamsGroup)):
                 error = E.UNKNOWN_MEMBER_ID
             elif isinstance(shard.groups.get(request.group_id), ConsumerGroup):
                 try:
@@ -341,7 +346,7 @@ class GroupCoordinator:
             shard = self.shard_for(request.group_id)
             if shard.loading:
                 top, results = E.COORDINATOR_LOAD_IN_PROGRESS, []
-            elif isinstance(shard.groups.get(request.group_id), ShareGroup):
+            elif isinstance(shard.groups.get(request.group_id), (ShareGroup, StreamsGroup)):
                 top, results = E.UNKNOWN_MEMBER_ID, []
             elif isinstance(shard.groups.get(request.group_id), ConsumerGroup):
                 records, results = shard.consumer.classic_members.leave(
@@ -503,6 +508,53 @@ class GroupCoordinator:
             out.append(described)
         respond(m.ShareGroupDescribeResponse(groups=out))
 
+    # ================================================================== StreamsGroupHeartbeat
+    def streams_group_heartbeat(self, request, api_version: int, context,
+                                respond: Callable) -> None:
+        """KIP-1071: join (epoch 0, with the topology), heartbeat, leave (epoch -1) a streams
+        group (streams/manager.py). ``respond(response, internal_topics)`` once the records
+        are stored: the internal topics to create ({name: streams.topology.InternalTopic})."""
+        shard = self.shard_for(request.group_id or "")
+        if shard.loading:
+            respond(m.StreamsGroupHeartbeatResponse(
+                error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS)), {})
+            return
+        streams = shard.streams
+        records, response, to_create = streams.heartbeat(request, _client_id(context),
+                                                         _client_host(context))
+
+        def stored(error) -> None:
+            if error != E.NONE:
+                respond(m.StreamsGroupHeartbeatResponse(error_code=int(error)), {})
+                return
+            if response.error_code == 0 and response.member_epoch >= 0:
+                streams.after_heartbeat(request.group_id, request.member_id)
+            respond(response, to_create)
+
+        streams.store(records, stored)
+
+    # ================================================================== StreamsGroupDescribe
+    def streams_group_describe(self, request, api_version: int, context,
+                               respond: Callable) -> None:
+        out = []
+        include_ops = bool(request.include_authorized_operations)
+        cls = m.StreamsGroupDescribeResponse.DescribedGroup
+        for group_id in request.group_ids:
+            if not group_id:
+                out.append(cls(error_code=int(E.INVALID_GROUP_ID), group_id=group_id))
+                continue
+            shard = self.shard_for(group_id)
+            if shard.loading:
+                out.append(cls(error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS),
+                               group_id=group_id))
+                continue
+            described = shard.streams.describe(group_id)
+            if described.error_code == 0:
+                described.authorized_operations = GROUP_AUTHORIZED_OPERATIONS if include_ops \
+                    else AUTHORIZED_OPERATIONS_OMITTED
+            out.append(described)
+        respond(m.StreamsGroupDescribeResponse(groups=out))
+
     # ================================================================== OffsetCommit
     def offset_commit(self, request, api_version: int, context, respond: Callable) -> None:
         partitions = []
@@ -575,7 +627,7 @@ class GroupCoordinator:
                 error = E.COORDINATOR_LOAD_IN_PROGRESS
             elif group_id in members:
                 group = shard.groups.get(group_id)
-                if isinstance(group, ConsumerGroup):
+                if isinstance(group, (ConsumerGroup, StreamsGroup)):
                     error = group.validate_offset_fetch(*members[group_id])
             if error is not None:
                 answers.append((group_id, error, topics))
@@ -627,7 +679,7 @@ class GroupCoordinator:
                 out.append(cls(error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS), group_id=group_id))
                 continue
             group = shard.groups.get(group_id)
-            if isinstance(group, (ConsumerGroup, ShareGroup)) and \
+            if isinstance(group, (ConsumerGroup, ShareGroup, StreamsGroup)) and \
                     group.state is not GroupState.DEAD:
                 # Kafka describes only classic groups here: a consumer group is not found
                 described = cls(group_id=group_id, group_state=GroupState.DEAD.value)

@@ -26,6 +26,7 @@ class GroupState(str, enum.Enum):
     DEAD = "Dead"
     ASSIGNING = "Assigning"
     RECONCILING = "Reconciling"
+    NOT_READY = "NotReady"       # streams groups (streams/group.py): topology not yet ready
 
     def __str__(self) -> str:
         return self.value

@@ -26,23 +26,12 @@ INT, STRING, BOOLEAN = "INT", "STRING", "BOOLEAN"
 _CONFIG_TYPES = {INT: INT_TYPE, BOOLEAN: BOOLEAN_TYPE}
 CONFIG_FILE = "group-configs.json"
 
-#: Kafka's defaults of the group.* broker settings this broker does not have
+#: Kafka's defaults of the group.* broker settings this broker does not have (the
+#: group.streams.* ones are broker settings now: broker/config.py)
 _KAFKA_BROKER_DEFAULTS = {
     "group.share.assignment.interval.ms": 1000,
     "group.share.min.assignment.interval.ms": 0,
     "group.share.max.assignment.interval.ms": 15000,
-    "group.streams.session.timeout.ms": 45000,
-    "group.streams.min.session.timeout.ms": 45000,
-    "group.streams.max.session.timeout.ms": 60000,
-    "group.streams.heartbeat.interval.ms": 5000,
-    "group.streams.min.heartbeat.interval.ms": 5000,
-    "group.streams.max.heartbeat.interval.ms": 15000,
-    "group.streams.num.standby.replicas": 0,
-    "group.streams.max.standby.replicas": 2,
-    "group.streams.initial.rebalance.delay.ms": 3000,
-    "group.streams.assignment.interval.ms": 1000,
-    "group.streams.min.assignment.interval.ms": 0,
-    "group.streams.max.assignment.interval.ms": 15000,
 }
 
 

@@ -37,6 +37,9 @@ from .offsets import OffsetMetadataManager
 from .share import records as srec
 from .share.group import ShareGroup
 from .share.manager import ShareGroupManager
+from .streams import records as strec
+from .streams.group import StreamsGroup
+from .streams.manager import StreamsGroupManager
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -71,6 +74,7 @@ class GroupCoordinatorShard(CoordinatorShard):
         self.classic = context.classic = ClassicGroupManager(context)
         self.consumer = context.consumer = ConsumerGroupManager(context)
         self.share = ShareGroupManager(context)
+        self.streams = context.streams = StreamsGroupManager(context)
 
     # ------------------------------------------------------------------ the state machine
     def replay(self, key: bytes, value: bytes | None, replay: bool = False,
@@ -83,6 +87,9 @@ class GroupCoordinatorShard(CoordinatorShard):
             return
         if record_type in srec.RECORD_TYPES:
             self.share.replay(srec.decode_key(record_type, key), value, replay)
+            return
+        if record_type in strec.RECORD_TYPES:
+            self.streams.replay(strec.decode_key(record_type, key), value, replay)
             return
         k = rec.decode_key(key)
         if k is None:
@@ -104,6 +111,7 @@ class GroupCoordinatorShard(CoordinatorShard):
     def after_apply(self) -> None:
         self.consumer.settle_states()
         self.share.settle_states()
+        self.streams.settle_states()
 
     # ------------------------------------------------------------------ loading
     def begin_loading(self) -> None:
@@ -134,6 +142,8 @@ class GroupCoordinatorShard(CoordinatorShard):
                 self.consumer.unload_group(group)
             elif isinstance(group, ShareGroup):
                 self.share.unload_group(group)
+            elif isinstance(group, StreamsGroup):
+                self.streams.unload_group(group)
             else:
                 self.classic.unload_group(group, error)
             group.state = DEAD
@@ -143,11 +153,14 @@ class GroupCoordinatorShard(CoordinatorShard):
     def _protocol(self, group):
         if isinstance(group, ConsumerGroup):
             return self.consumer
+        if isinstance(group, StreamsGroup):
+            return self.streams
         return self.share if isinstance(group, ShareGroup) else self.classic
 
     def maybe_drop_transient_group(self, group: GroupMetadata) -> None:
         """A group that exists only because a join started it and that holds nothing."""
-        if (group.state is EMPTY and not isinstance(group, (ConsumerGroup, ShareGroup))
+        if (group.state is EMPTY and not isinstance(group, (ConsumerGroup, ShareGroup,
+                                                            StreamsGroup))
                 and not group.members and not group.pending_members
                 and not group.has_offsets() and not group.persisted
                 and self.groups.get(group.group_id) is group):
@@ -189,6 +202,9 @@ class GroupCoordinatorShard(CoordinatorShard):
                     group.state = DEAD
                 elif isinstance(group, ShareGroup):
                     records.extend(self.share.group_tombstones(group))
+                    group.state = DEAD
+                elif isinstance(group, StreamsGroup):
+                    records.extend(self.streams.group_tombstones(group))
                     group.state = DEAD
                 else:
                     records.append(rec.group_metadata_tombstone(group_id))

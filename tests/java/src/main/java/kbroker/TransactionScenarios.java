@@ -657,7 +657,7 @@ final class TransactionScenarios {
         }
     }
 
-    private static List<TopicPartition> partitions(String topic, int n) {
+    static List<TopicPartition> partitions(String topic, int n) {
         List<TopicPartition> out = new ArrayList<>();
         for (int p = 0; p < n; p++) {
             out.add(new TopicPartition(topic, p));
@@ -665,14 +665,14 @@ final class TransactionScenarios {
         return out;
     }
 
-    private static Admin admin(String bootstrap) {
+    static Admin admin(String bootstrap) {
         Properties props = new Properties();
         props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 30_000);
         return Admin.create(props);
     }
 
-    private static void createTopic(Admin admin, String topic, int partitions) throws Exception {
+    static void createTopic(Admin admin, String topic, int partitions) throws Exception {
         admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1)))
                 .all().get(30, TimeUnit.SECONDS);
     }
@@ -691,7 +691,7 @@ final class TransactionScenarios {
         return new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer());
     }
 
-    private static Properties consumerProps(String bootstrap, IsolationLevel isolation) {
+    static Properties consumerProps(String bootstrap, IsolationLevel isolation) {
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation.toString());
@@ -794,7 +794,7 @@ final class TransactionScenarios {
         return out;
     }
 
-    private static Json jsonOf(Map<String, Long> map) {
+    static Json jsonOf(Map<String, Long> map) {
         Json out = new Json();
         map.forEach(out::put);
         return out;
@@ -836,7 +836,7 @@ final class TransactionScenarios {
         return out;
     }
 
-    private static double millisSince(long t0) {
+    static double millisSince(long t0) {
         return Math.round((System.nanoTime() - t0) / 1e4) / 100.0;
     }
 
