@@ -3,13 +3,15 @@
 // record. The topic, its records r0..r<total-1> and the group's configs
 // (share.auto.offset.reset=earliest, share.record.lock.duration.ms) are set up by the test.
 //
-// Phase 1: consumers "a" and "b" share the records, releasing values ending in 3 at their first
-// delivery and rejecting those ending in 7; every other record is accepted. "b" then leaves the
-// group. Phase 2: 20 new records are produced; "a" polls once, gets some and stops polling (no
-// acknowledgement, no further poll: a poll would accept them); a new consumer "c" joins and gets
-// them once their acquisition locks expire.
+// Phase 1: consumers "a" and "b" share the records, at most 50 a fetch, releasing values ending
+// in 3 at their first delivery and rejecting those ending in 7; every other record is accepted.
+// "b" then leaves the group. Phase 2: 20 new records are produced; "a" polls once, gets some and
+// stops: no acknowledgement, no further poll (a poll would accept them) and no fetch (it pauses
+// the topic; franz-go otherwise fetches ahead of the poll and would take the records again when
+// their locks expire). A new consumer "c" joins and gets them once their acquisition locks expire.
 //
 // Usage: share <bootstrap> <topic> <group> <total> <lock ms>
+// FRANZ_DEBUG=1 logs the clients' requests on stderr.
 package main
 
 import (
