@@ -45,11 +45,15 @@ def go_env() -> dict:
 
 @pytest.fixture(scope="session")
 def share_binary() -> str:
-    """tests/go/bin/share, built from tests/go (go.mod pins franz-go); quick when it is cached."""
+    """tests/go/bin/share, built from tests/go (go.mod pins franz-go); quick when it is cached.
+    Linked under a name of this process's and renamed into place: test workers may build it at
+    once, and one may be running it."""
     go = shutil.which("go") or "/usr/local/go/bin/go"
-    proc = subprocess.run([go, "build", "-o", "bin/share", "./share"], cwd=GO_DIR, env=go_env(),
+    built = GO_DIR / "bin" / f"share.{os.getpid()}"
+    proc = subprocess.run([go, "build", "-o", str(built), "./share"], cwd=GO_DIR, env=go_env(),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
+    os.replace(built, GO_DIR / "bin" / "share")
     return str(GO_DIR / "bin" / "share")
 
 
