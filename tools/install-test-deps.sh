@@ -69,6 +69,16 @@ fi
 rm -f "$mvn_log"
 test -f tests/java/target/client-scenarios.jar || { echo "install-test-deps: tests/java/target/client-scenarios.jar was not built" >&2; exit 1; }
 
+# franz-go's share consumer (tests/conformance/test_share_franz.py runs tests/go/bin/share): Go is
+# on the machine (/usr/local/go/bin/go); modules from the Go module proxy, versions pinned by
+# tests/go/go.mod and go.sum, cached under ~/.cache/go-mod so later builds (the test builds too,
+# a cache hit then) work offline.
+go_bin="$(command -v go || echo /usr/local/go/bin/go)"
+test -x "$go_bin" || { echo "install-test-deps: Go is missing (tests/go needs it)" >&2; exit 1; }
+(cd tests/go && GOFLAGS=-mod=mod GOMODCACHE="$HOME/.cache/go-mod" GOCACHE="${GOCACHE:-$HOME/.cache/go-build}" \
+    "$go_bin" build -o bin/share ./share)
+test -x tests/go/bin/share || { echo "install-test-deps: tests/go/bin/share was not built" >&2; exit 1; }
+
 # PySpark and Spark's Kafka connector of the same version (tests/integration/test_pyspark.py):
 # the connector and the jars it needs beyond pyspark's own go to tests/spark/target/jars.
 # 4.0.0: the Maven Central this runs against has no spark-token-provider-kafka 4.0.1.
