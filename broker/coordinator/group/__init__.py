@@ -5,7 +5,7 @@
 loading); ``shard.py`` a shard's group table and record switch; ``context.py`` what the managers
 see of their shard; ``offsets.py`` committed offsets for every group type; ``records.py`` the
 records of ``__consumer_offsets``; one package per group type: ``classic/``, ``consumer/``,
-``share/``.
+``share/``, ``streams/``.
 """
 from ..common.hashing import java_string_hashcode, partition_for
 from .coordinator import CoordinatorConfig, GroupCoordinator
