@@ -1129,6 +1129,38 @@ def test_txn_offset_commit_checks_the_group(target, client, topic, version):
                                     ("__consumer_offsets", partition_for(group))}
 
 
+@pytest.mark.parametrize("version", [3, 5])
+def test_txn_offset_commit_to_a_consumer_protocol_group(target, client, topic, version):
+    """A KIP-848 group with a member: TxnOffsetCommit checks the member's id and epoch, but one
+    that names no member at all (generation -1, no member id, no instance id: the producer of
+    sendOffsetsToTransaction(offsets, groupId)) commits, as Kafka's ConsumerGroup lets it."""
+    from .test_consumer_group_conformance import Member
+    producer = Producer(client, dict(TV1_CLIENTS["kafka-python"], txn_offset_commit=version))
+    producer.init()
+    group = unique("txn-848")
+    if version < 5:
+        assert producer.add_offsets(group) == E.NONE
+    member = Member(client, group, (topic, topic_id(client, topic)))
+    joined = member.heartbeat(0)
+    assert joined.error_code == E.NONE and joined.member_epoch >= 1
+    epoch, member_id = joined.member_epoch, member.member_id
+    offsets = {(topic, 0): 1}
+    outcomes = [(fields, producer.txn_offset_commit(group, offsets, **fields)[0][2])
+                for fields in (dict(generation=epoch, member=member_id),
+                               dict(generation=-1, member=""),
+                               dict(generation=epoch, member=""),
+                               dict(generation=-1, member=member_id),
+                               dict(generation=epoch + 1, member=member_id),
+                               dict(generation=epoch, member="nobody"))]
+    assert outcomes == [
+        (dict(generation=epoch, member=member_id), E.NONE),
+        (dict(generation=-1, member=""), E.NONE),
+        (dict(generation=epoch, member=""), E.UNKNOWN_MEMBER_ID),
+        (dict(generation=-1, member=member_id), E.ILLEGAL_GENERATION),
+        (dict(generation=epoch + 1, member=member_id), E.ILLEGAL_GENERATION),
+        (dict(generation=epoch, member="nobody"), E.UNKNOWN_MEMBER_ID)]
+
+
 # ---------------------------------------------------------------------------------------------
 # DescribeTransactions, ListTransactions, DescribeProducers
 

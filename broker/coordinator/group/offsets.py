@@ -128,13 +128,23 @@ class OffsetMetadataManager:
             respond(results)
             return
         error, group = self._validate_txn_commit(request, version)
+        partition_check = None
+        if callable(error):
+            # an older member epoch: each partition must have been the member's since then
+            # (TxnOffsetCommit's clients know ILLEGAL_GENERATION, not STALE_MEMBER_EPOCH)
+            check = error
+
+            def partition_check(topic_id, partition):
+                refused = check(topic_id, partition)
+                return E.ILLEGAL_GENERATION if refused == E.STALE_MEMBER_EPOCH else refused
+            error = None
         if error is not None:
             for t, p, *_ in todo:
                 results[(t, p)] = error
             respond(results)
             return
         records, written = self._offset_records(group_id, todo, results, version >= 2,
-                                                self.context.clock(), None, None)
+                                                self.context.clock(), None, partition_check)
         if not records:
             respond(results)
             return
@@ -152,7 +162,8 @@ class OffsetMetadataManager:
                                             (request.producer_id, request.producer_epoch)))
 
     def _validate_txn_commit(self, request, version: int):
-        """(error or None, group): Kafka's validateTransactionalOffsetCommit. Unlike a plain
+        """(error, a per-partition check (older member epoch) or None; group): Kafka's
+        validateTransactionalOffsetCommit. Unlike a plain
         commit, an empty member id is fine in a group with members and a rebalance in progress
         does not matter; a stale member epoch is ILLEGAL_GENERATION."""
         group_id = request.group_id
@@ -172,8 +183,6 @@ class OffsetMetadataManager:
                 return None, group
             error = group.validate_offset_commit(member_id, instance_id, generation, 9,
                                                  transactional=True)
-            if callable(error):
-                error = None
             if error == E.STALE_MEMBER_EPOCH:
                 error = E.ILLEGAL_GENERATION
             return error, group

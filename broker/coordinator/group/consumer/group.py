@@ -266,6 +266,8 @@ class ConsumerGroup:
         or None``) when the member commits with an older epoch."""
         if member_epoch < 0 and not self.members:
             return None  # the admin client or a consumer without group management
+        if transactional and member_epoch == -1 and member_id == "" and instance_id is None:
+            return None  # TxnOffsetCommit checks the member only when the request names one
         member = self.members.get(member_id)
         if member is None:
             return E.UNKNOWN_MEMBER_ID
