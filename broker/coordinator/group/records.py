@@ -30,6 +30,7 @@ OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
 
 _INT16 = struct.Struct(">h")
+_VERSION_0 = _INT16.pack(0)
 
 Record = tuple[bytes, "bytes | None"]
 
@@ -46,6 +47,37 @@ class GroupKey(NamedTuple):
 
 class RecordError(ValueError):
     """A key or value that is not a valid __consumer_offsets record."""
+
+
+class RecordFormats:
+    """The key and value messages of one modern group type's records (consumer, share and
+    streams groups: a record type, then a version-0 key; a version-0 value), by record type."""
+
+    def __init__(self, kind: str, keys: dict, values: dict) -> None:
+        self.kind = kind            # "consumer group", ... as the errors name it
+        self.keys = keys
+        self.values = values
+        self.types = frozenset(keys)
+
+    def decode_key(self, record_type: int, key: bytes):
+        try:
+            return self.keys[record_type].decode(key, 0, 2)
+        except Exception as exc:
+            raise RecordError(f"bad {self.kind} key of type {record_type}: {exc}") from exc
+
+    def decode_value(self, record_type: int, value: bytes):
+        if len(value) < 2:
+            raise RecordError(f"{self.kind} value shorter than its version")
+        try:
+            return self.values[record_type].decode(value, 0, 2, exact=False)
+        except Exception as exc:
+            raise RecordError(f"bad {self.kind} value of type {record_type}: {exc}") from exc
+
+    def key(self, record_type: int, **fields) -> bytes:
+        return _INT16.pack(record_type) + self.keys[record_type](**fields).encode(0)
+
+    def value(self, record_type: int, **fields) -> bytes:
+        return _VERSION_0 + self.values[record_type](**fields).encode(0)
 
 
 # --------------------------------------------------------------------------- keys

@@ -18,16 +18,12 @@ type  key (group, and member or regex)            value
 """
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
 from protocol import messages as m
 
-from ..records import Record, RecordError
+from ..records import Record, RecordFormats
 from .group import ConsumerGroupMember, MemberState
-
-_INT16 = struct.Struct(">h")
-_VALUE_VERSION = _INT16.pack(0)
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4
@@ -55,7 +51,11 @@ _VALUES = {
     CURRENT_MEMBER_ASSIGNMENT: m.ConsumerGroupCurrentMemberAssignmentValue,
     REGULAR_EXPRESSION: m.ConsumerGroupRegularExpressionValue,
 }
-RECORD_TYPES = frozenset(_KEYS)
+_FORMATS = RecordFormats("consumer group", _KEYS, _VALUES)
+RECORD_TYPES = _FORMATS.types
+decode_value = _FORMATS.decode_value
+_key = _FORMATS.key
+_value = _FORMATS.value
 
 
 class ConsumerKey(NamedTuple):
@@ -67,31 +67,11 @@ class ConsumerKey(NamedTuple):
 
 
 def decode_key(record_type: int, key: bytes) -> ConsumerKey:
-    try:
-        k = _KEYS[record_type].decode(key, 0, 2)
-    except Exception as exc:
-        raise RecordError(f"bad consumer group key of type {record_type}: {exc}") from exc
+    k = _FORMATS.decode_key(record_type, key)
     sub = getattr(k, "member_id", None)
     if record_type == REGULAR_EXPRESSION:
         sub = k.regular_expression
     return ConsumerKey(record_type, k.group_id, sub)
-
-
-def decode_value(record_type: int, value: bytes):
-    if len(value) < 2:
-        raise RecordError("consumer group value shorter than its version")
-    try:
-        return _VALUES[record_type].decode(value, 0, 2, exact=False)
-    except Exception as exc:
-        raise RecordError(f"bad consumer group value of type {record_type}: {exc}") from exc
-
-
-def _key(record_type: int, **fields) -> bytes:
-    return _INT16.pack(record_type) + _KEYS[record_type](**fields).encode(0)
-
-
-def _value(record_type: int, **fields) -> bytes:
-    return _VALUE_VERSION + _VALUES[record_type](**fields).encode(0)
 
 
 def topic_partitions_value(cls, assignment, epochs=None) -> list:

@@ -17,16 +17,12 @@ type  key (group, and member)                     value
 """
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
 from protocol import messages as m
 
 from ..consumer.records import topic_partitions_value
-from ..records import Record, RecordError
-
-_INT16 = struct.Struct(">h")
-_VALUE_VERSION = _INT16.pack(0)
+from ..records import Record, RecordFormats
 
 MEMBER_METADATA = 10
 GROUP_METADATA = 11
@@ -51,7 +47,11 @@ _VALUES = {
     CURRENT_MEMBER_ASSIGNMENT: m.ShareGroupCurrentMemberAssignmentValue,
     STATE_PARTITION_METADATA: m.ShareGroupStatePartitionMetadataValue,
 }
-RECORD_TYPES = frozenset(_KEYS)
+_FORMATS = RecordFormats("share group", _KEYS, _VALUES)
+RECORD_TYPES = _FORMATS.types
+decode_value = _FORMATS.decode_value
+_key = _FORMATS.key
+_value = _FORMATS.value
 
 
 class ShareKey(NamedTuple):
@@ -61,28 +61,8 @@ class ShareKey(NamedTuple):
 
 
 def decode_key(record_type: int, key: bytes) -> ShareKey:
-    try:
-        k = _KEYS[record_type].decode(key, 0, 2)
-    except Exception as exc:
-        raise RecordError(f"bad share group key of type {record_type}: {exc}") from exc
+    k = _FORMATS.decode_key(record_type, key)
     return ShareKey(record_type, k.group_id, getattr(k, "member_id", None))
-
-
-def decode_value(record_type: int, value: bytes):
-    if len(value) < 2:
-        raise RecordError("share group value shorter than its version")
-    try:
-        return _VALUES[record_type].decode(value, 0, 2, exact=False)
-    except Exception as exc:
-        raise RecordError(f"bad share group value of type {record_type}: {exc}") from exc
-
-
-def _key(record_type: int, **fields) -> bytes:
-    return _INT16.pack(record_type) + _KEYS[record_type](**fields).encode(0)
-
-
-def _value(record_type: int, **fields) -> bytes:
-    return _VALUE_VERSION + _VALUES[record_type](**fields).encode(0)
 
 
 def group_epoch_record(group_id: str, epoch: int, metadata_hash: int) -> Record:

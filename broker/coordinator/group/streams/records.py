@@ -19,16 +19,12 @@ type  key (group, and member)                      value
 """
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
 from protocol import messages as m
 
-from ..records import Record, RecordError
+from ..records import Record, RecordFormats
 from .group import ACTIVE, KINDS, STREAMS_MEMBER_STATES
-
-_INT16 = struct.Struct(">h")
-_VALUE_VERSION = _INT16.pack(0)
 
 GROUP_METADATA = 17
 MEMBER_METADATA = 19
@@ -53,7 +49,11 @@ _VALUES = {
     CURRENT_MEMBER_ASSIGNMENT: m.StreamsGroupCurrentMemberAssignmentValue,
     TOPOLOGY: m.StreamsGroupTopologyValue,
 }
-RECORD_TYPES = frozenset(_KEYS)
+_FORMATS = RecordFormats("streams group", _KEYS, _VALUES)
+RECORD_TYPES = _FORMATS.types
+decode_value = _FORMATS.decode_value
+_key = _FORMATS.key
+_value = _FORMATS.value
 
 
 class StreamsKey(NamedTuple):
@@ -63,28 +63,8 @@ class StreamsKey(NamedTuple):
 
 
 def decode_key(record_type: int, key: bytes) -> StreamsKey:
-    try:
-        k = _KEYS[record_type].decode(key, 0, 2)
-    except Exception as exc:
-        raise RecordError(f"bad streams group key of type {record_type}: {exc}") from exc
+    k = _FORMATS.decode_key(record_type, key)
     return StreamsKey(record_type, k.group_id, getattr(k, "member_id", None))
-
-
-def decode_value(record_type: int, value: bytes):
-    if len(value) < 2:
-        raise RecordError("streams group value shorter than its version")
-    try:
-        return _VALUES[record_type].decode(value, 0, 2, exact=False)
-    except Exception as exc:
-        raise RecordError(f"bad streams group value of type {record_type}: {exc}") from exc
-
-
-def _key(record_type: int, **fields) -> bytes:
-    return _INT16.pack(record_type) + _KEYS[record_type](**fields).encode(0)
-
-
-def _value(record_type: int, **fields) -> bytes:
-    return _VALUE_VERSION + _VALUES[record_type](**fields).encode(0)
 
 
 def group_epoch_record(group_id: str, epoch: int, metadata_hash: int,
