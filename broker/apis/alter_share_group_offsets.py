@@ -64,4 +64,4 @@ def handle(broker, ctx, request, respond) -> None:
         respond(R(error_code=0, responses=responses))
 
     records = [shard.share.initialized_record(group, initialized)] if initialized else []
-    shard.share.store(group_id, records, stored)
+    shard.context.store(records, stored)

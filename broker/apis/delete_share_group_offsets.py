@@ -62,4 +62,4 @@ def handle(broker, ctx, request, respond) -> None:
         respond(R(error_code=0, responses=responses))
 
     records = [shard.share.initialized_record(group, {}, deleting)] if deleting else []
-    shard.share.store(group_id, records, stored)
+    shard.context.store(records, stored)

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from protocol.errors import ErrorCode
+
 from ...purgatory import DelayedOperationPurgatory, Timer
-from ..common.result import CoordinatorResult
+from ..common.result import CoordinatorResult, append_error
 from .group import GroupMetadata
 from .history import RebalanceHistory
 
@@ -49,6 +51,14 @@ class GroupContext:
         self.classic: Any = None
         self.consumer: Any = None
         self.streams: Any = None
+
+    def store(self, records: list, then: Callable[[ErrorCode], None]) -> None:
+        """Store and apply ``records``, then ``then(error)``: NONE once stored (at once when
+        there is nothing to store), else the error a client gets for the failed append."""
+        if not records:
+            then(ErrorCode.NONE)
+            return
+        self.append(CoordinatorResult(records, lambda exc: then(append_error(exc))))
 
 
 class Stats:

@@ -439,28 +439,37 @@ class GroupCoordinator:
             response if error == E.NONE else
             m.ConsumerGroupHeartbeatResponse(error_code=int(error), member_epoch=0)))
 
-    # ================================================================== ConsumerGroupDescribe
-    def consumer_group_describe(self, request, api_version: int, context,
-                                respond: Callable) -> None:
+    # ================================================================== *GroupDescribe
+    def _describe_groups(self, request, response_cls, describe: Callable):
+        """ConsumerGroupDescribe, ShareGroupDescribe and StreamsGroupDescribe: each group id
+        described by its shard's manager (``describe(shard, group_id, include_ops)``), with the
+        answers Kafka gives for an empty id and a loading shard, and the authorized operations
+        when asked for."""
         out = []
         include_ops = bool(request.include_authorized_operations)
-        cls = m.ConsumerGroupDescribeResponse.DescribedGroup
+        cls = response_cls.DescribedGroup
         for group_id in request.group_ids:
             if not group_id:
-                out.append(cls(error_code=int(E.INVALID_GROUP_ID), group_id=group_id,
-                               error_message=None))
+                out.append(cls(error_code=int(E.INVALID_GROUP_ID), group_id=group_id))
                 continue
             shard = self.shard_for(group_id)
             if shard.loading:
                 out.append(cls(error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS),
                                group_id=group_id))
                 continue
-            described = shard.consumer.describe(group_id, include_ops)
+            described = describe(shard, group_id, include_ops)
             if described.error_code == 0:
                 described.authorized_operations = GROUP_AUTHORIZED_OPERATIONS if include_ops \
                     else AUTHORIZED_OPERATIONS_OMITTED
             out.append(described)
-        respond(m.ConsumerGroupDescribeResponse(groups=out))
+        return response_cls(groups=out)
+
+    # ================================================================== ConsumerGroupDescribe
+    def consumer_group_describe(self, request, api_version: int, context,
+                                respond: Callable) -> None:
+        respond(self._describe_groups(request, m.ConsumerGroupDescribeResponse,
+                                      lambda shard, group_id, include_ops:
+                                      shard.consumer.describe(group_id, include_ops)))
 
     # ================================================================== ShareGroupHeartbeat
     def share_group_heartbeat(self, request, api_version: int, context,
@@ -484,29 +493,13 @@ class GroupCoordinator:
                 share.schedule_session(request.group_id, request.member_id)
             respond(response)
 
-        share.store(request.group_id, records, stored)
+        shard.context.store(records, stored)
 
     # ================================================================== ShareGroupDescribe
     def share_group_describe(self, request, api_version: int, context,
                              respond: Callable) -> None:
-        out = []
-        include_ops = bool(request.include_authorized_operations)
-        cls = m.ShareGroupDescribeResponse.DescribedGroup
-        for group_id in request.group_ids:
-            if not group_id:
-                out.append(cls(error_code=int(E.INVALID_GROUP_ID), group_id=group_id))
-                continue
-            shard = self.shard_for(group_id)
-            if shard.loading:
-                out.append(cls(error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS),
-                               group_id=group_id))
-                continue
-            described = shard.share.describe(group_id)
-            if described.error_code == 0:
-                described.authorized_operations = GROUP_AUTHORIZED_OPERATIONS if include_ops \
-                    else AUTHORIZED_OPERATIONS_OMITTED
-            out.append(described)
-        respond(m.ShareGroupDescribeResponse(groups=out))
+        respond(self._describe_groups(request, m.ShareGroupDescribeResponse,
+                                      lambda shard, group_id, _: shard.share.describe(group_id)))
 
     # ================================================================== StreamsGroupHeartbeat
     def streams_group_heartbeat(self, request, api_version: int, context,
@@ -531,29 +524,13 @@ class GroupCoordinator:
                 streams.after_heartbeat(request.group_id, request.member_id)
             respond(response, to_create)
 
-        streams.store(records, stored)
+        shard.context.store(records, stored)
 
     # ================================================================== StreamsGroupDescribe
     def streams_group_describe(self, request, api_version: int, context,
                                respond: Callable) -> None:
-        out = []
-        include_ops = bool(request.include_authorized_operations)
-        cls = m.StreamsGroupDescribeResponse.DescribedGroup
-        for group_id in request.group_ids:
-            if not group_id:
-                out.append(cls(error_code=int(E.INVALID_GROUP_ID), group_id=group_id))
-                continue
-            shard = self.shard_for(group_id)
-            if shard.loading:
-                out.append(cls(error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS),
-                               group_id=group_id))
-                continue
-            described = shard.streams.describe(group_id)
-            if described.error_code == 0:
-                described.authorized_operations = GROUP_AUTHORIZED_OPERATIONS if include_ops \
-                    else AUTHORIZED_OPERATIONS_OMITTED
-            out.append(described)
-        respond(m.StreamsGroupDescribeResponse(groups=out))
+        respond(self._describe_groups(request, m.StreamsGroupDescribeResponse,
+                                      lambda shard, group_id, _: shard.streams.describe(group_id)))
 
     # ================================================================== OffsetCommit
     def offset_commit(self, request, api_version: int, context, respond: Callable) -> None:

@@ -20,9 +20,8 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ...common.result import CoordinatorResult, append_error
+from ...common.result import CoordinatorResult
 from ...common.timer import CoordinatorTimer
-from .. import records as rec
 from ..consumer.group import ConsumerGroupMember, GroupError, metadata_hash
 from ..consumer.records import assignment_of
 from ..context import GroupContext
@@ -316,13 +315,6 @@ class ShareGroupManager:
                             member=member_id, error=str(exc))
 
         self.context.append(CoordinatorResult(self.fence_member(group, member), stored))
-
-    def store(self, group_id: str, records: list, then) -> None:
-        """Store and apply ``records``, then ``then(error)`` (NONE once stored)."""
-        if not records:
-            then(E.NONE)
-            return
-        self.context.append(CoordinatorResult(records, lambda exc: then(append_error(exc))))
 
     # ------------------------------------------------------------------ replay
     def replay(self, key: srec.ShareKey, value: bytes | None, replay: bool) -> None:

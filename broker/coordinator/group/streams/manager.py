@@ -22,10 +22,9 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from .. import records as rec
 from ..consumer.group import GroupError, MemberState, metadata_hash
 from ..consumer.reconciliation import FencedMemberEpoch, reconcile
-from ...common.result import CoordinatorResult, append_error
+from ...common.result import CoordinatorResult
 from ...common.timer import CoordinatorTimer
 from ..group import DEAD, EMPTY, STABLE
 from . import records as srec
@@ -542,13 +541,6 @@ class StreamsGroupManager:
         self.stats.history.member_left(group_id, member_id, "expired" if why == "session"
                                        else "did not revoke in time")
         self.context.append(CoordinatorResult(self.fence_member(group, member), lambda exc: None))
-
-    def store(self, records: list, then) -> None:
-        """Store and apply ``records``, then ``then(error)`` (NONE once stored)."""
-        if not records:
-            then(E.NONE)
-            return
-        self.context.append(CoordinatorResult(records, lambda exc: then(append_error(exc))))
 
     # ------------------------------------------------------------------ replay
     def replay(self, key: srec.StreamsKey, value: bytes | None, replay: bool) -> None:
