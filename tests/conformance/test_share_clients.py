@@ -40,20 +40,22 @@ def run_share_scenario(target, jar_path: str) -> tuple[list[dict], float]:
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()], context
 
 
-def test_two_share_consumers(target, jar):  # noqa: F811 - the jar fixture
-    events, context = run_share_scenario(target, jar)
+def assert_shared_as_asked(events: list, context: str, records: int = RECORDS) -> list:
+    """Phase 1 of the share scenarios (Java, franz-go): consumers "a" and "b" share ``records``
+    records, releasing values ending in 3 at their first delivery and rejecting those ending
+    in 7. Returns phase 1's deliveries."""
     deliveries = [e for e in events if e.get("phase") == 1]
     by_offset = defaultdict(list)
     for e in deliveries:
         by_offset[e["offset"]].append(e)
     # every record delivered; both consumers got some
-    assert sorted(by_offset) == list(range(RECORDS)), context
+    assert sorted(by_offset) == list(range(records)), context
     assert {e["consumer"] for e in deliveries} == {"a", "b"}, context
     accepted = [e["offset"] for e in deliveries if e["action"] == "accept"]
     rejected = [e["offset"] for e in deliveries if e["action"] == "reject"]
     # nothing accepted twice; every record accepted or rejected exactly once
     assert len(accepted) == len(set(accepted)), context
-    assert sorted(accepted + rejected) == list(range(RECORDS)), context
+    assert sorted(accepted + rejected) == list(range(records)), context
     for offset, seen in by_offset.items():
         value = int(seen[0]["value"][1:])
         if value % 10 == 3:
@@ -65,6 +67,12 @@ def test_two_share_consumers(target, jar):  # noqa: F811 - the jar fixture
             assert [(e["delivery"], e["action"]) for e in seen] == [(1, "reject")], (offset, seen)
         else:
             assert [(e["delivery"], e["action"]) for e in seen] == [(1, "accept")], (offset, seen)
+    return deliveries
+
+
+def test_two_share_consumers(target, jar):  # noqa: F811 - the jar fixture
+    events, context = run_share_scenario(target, jar)
+    deliveries = assert_shared_as_asked(events, context)
     # phase 2: what "a" acquired and sat on reaches "b" after the lock duration, as a second
     # delivery; what "a" did not take reaches "b" at once
     held = [e for e in events if e.get("phase") == 2 and e["consumer"] == "a"]

@@ -19,7 +19,6 @@ import os
 import shutil
 import subprocess
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ from protocol.errors import ErrorCode as E
 from tests.support import RawClient, unique
 
 from . import topics
+from .test_share_clients import assert_shared_as_asked
 from .test_share_group_conformance import alter_group_configs, produce
 
 RECORDS = 300
@@ -82,29 +82,7 @@ def test_franz_go_share_consumers(target, share_binary):
     closing = next(i for i, e in enumerate(events) if "phase2" in e)
     assert [e for e in events[:closing] if "ack_error" in e] == [], context
 
-    deliveries = [e for e in events if e.get("phase") == 1]
-    by_offset = defaultdict(list)
-    for e in deliveries:
-        by_offset[e["offset"]].append(e)
-    # every record delivered; both consumers got some
-    assert sorted(by_offset) == list(range(RECORDS)), context
-    assert {e["consumer"] for e in deliveries} == {"a", "b"}, context
-    accepted = [e["offset"] for e in deliveries if e["action"] == "accept"]
-    rejected = [e["offset"] for e in deliveries if e["action"] == "reject"]
-    # nothing accepted twice; every record accepted or rejected exactly once
-    assert len(accepted) == len(set(accepted)), context
-    assert sorted(accepted + rejected) == list(range(RECORDS)), context
-    for offset, seen in by_offset.items():
-        value = int(seen[0]["value"][1:])
-        if value % 10 == 3:
-            # released at its first delivery, back once with delivery count 2
-            assert [(e["delivery"], e["action"]) for e in seen] == \
-                [(1, "release"), (2, "accept")], (offset, seen)
-        elif value % 10 == 7:
-            # rejected records never come back
-            assert [(e["delivery"], e["action"]) for e in seen] == [(1, "reject")], (offset, seen)
-        else:
-            assert [(e["delivery"], e["action"]) for e in seen] == [(1, "accept")], (offset, seen)
+    deliveries = assert_shared_as_asked(events, context, RECORDS)
 
     # phase 2: "a" took records and stopped; "b" had left, so "a" alone fetched and acquired all
     # 20, and "c" gets every one of them as a second delivery, not before their locks expire
