@@ -29,7 +29,7 @@ from collections import defaultdict
 import pytest
 
 from protocol.framing import read_request_header, read_response_header
-from protocol.messages import APIS, ApiVersionsRequest
+from protocol.messages import API_BY_NAME, APIS, ApiVersionsRequest
 from tests.support import ROOT, BrokerProcess, RawClient, free_port, unique
 
 from .kafka_server import KafkaServer
@@ -365,8 +365,8 @@ def test_every_request_a_client_sends_kafka_is_served_here(client, recorded_kafk
 
     ours = advertised(replay_kbroker.port)
     outside = {f"{name} v{v}" for name, versions in used.items() for v in versions
-               if APIS_BY_NAME[name] not in ours
-               or not ours[APIS_BY_NAME[name]][0] <= v <= ours[APIS_BY_NAME[name]][1]}
+               if API_BY_NAME[name].key not in ours
+               or not ours[API_BY_NAME[name].key][0] <= v <= ours[API_BY_NAME[name].key][1]}
     assert not outside, f"{client} used versions kbroker does not advertise: {sorted(outside)}"
 
     results: dict[int, list[str]] = {}
@@ -380,5 +380,3 @@ def test_every_request_a_client_sends_kafka_is_served_here(client, recorded_kafk
     problems = [p for n in sorted(results) for p in results[n]]
     assert problems == [], "\n".join(problems)
 
-
-APIS_BY_NAME = {api.name: key for key, api in APIS.items()}
