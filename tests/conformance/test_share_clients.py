@@ -20,7 +20,7 @@ from tests.integration.test_java_client import jar, java_command, tail  # noqa: 
 from tests.support import RawClient, unique
 
 from . import topics
-from .test_share_group_conformance import alter_group_configs, produce
+from .test_share_group_conformance import alter_group_configs, describe, produce
 
 RECORDS = 300
 LOCK_MS = 15000
@@ -183,6 +183,15 @@ time.sleep(600)
 """
 
 
+def both_assigned(client: RawClient, group: str) -> bool:
+    """Whether the share group has two members, each assigned a partition."""
+    (described,) = describe(client, group)
+    return len(described.members) == 2 and all(
+        member.assignment is not None and any(tp.partitions for tp in
+                                              member.assignment.topic_partitions)
+        for member in described.members)
+
+
 def test_a_killed_share_consumer_releases_its_records_at_once(target):
     """A share consumer killed (kill -9) while it holds acquired records: the broker sees its
     connection close and ends its share session, releasing the records at once, as Kafka's
@@ -209,12 +218,17 @@ def test_a_killed_share_consumer_releases_its_records_at_once(target):
                                   "client.id": "ck-other"})
         other.subscribe([topic])
         seen: dict[int, int] = {}
+        watcher = RawClient(target.port, client_id="share-watch")
         started = time.monotonic()
-        while time.monotonic() - started < 3:        # joined; what the holder has is not free
+        # both members hold the partition (Kafka's first assignment to a new member can take
+        # seconds on a loaded machine), and a while after that what the holder has is not free
+        while not (both_assigned(watcher, group) and time.monotonic() - started > 3):
+            assert time.monotonic() - started < 60, (target.name, describe(watcher, group))
             for msg in other.poll(0.2):
                 assert msg.error() is None, msg.error()
                 seen[msg.offset()] = msg.delivery_count()
                 other.acknowledge(msg, ck.AcknowledgeType.ACCEPT)
+        watcher.close()
         assert not set(seen) & set(held), (target.name, seen, held)
         killed = time.monotonic()
         holder.kill()
