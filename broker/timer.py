@@ -1,16 +1,19 @@
 """Drives the sans-I/O timer (broker/purgatory.py) from the asyncio event loop.
 
 One ``loop.call_at`` handle is armed for the earliest deadline, however many delayed operations
-wait: no task per member or per request. Like Kafka's timer (a timing wheel with a 1 ms tick,
-run by its own thread), it wakes at most once per :data:`TICK_MS`: work that is due at once
-(an initial delayed join at ``group.initial.rebalance.delay.ms=0``) runs one tick later, after
-the requests that arrive within that tick.
+wait: no task per member or per request. A deadline that is already due runs on the loop's next
+pass (``call_soon``), after the I/O read in this one, as Kafka's timer hands an expired task to its
+executor at once (SystemTimer: an entry already due is submitted, not put in the wheel); a later
+deadline wakes the loop at most once per :data:`TICK_MS`, the wheel's tick. Work that a timer task
+schedules runs on the following pass (Timer.advance), like a new event at the end of Kafka's
+coordinator queue: an initial delayed join at ``group.initial.rebalance.delay.ms=0`` extends itself
+while each pass brings new members, and completes on the first pass that brings none.
 """
 from __future__ import annotations
 
 from .purgatory import Timer
 
-#: The timer's resolution, as Kafka's SystemTimer (tickMs=1).
+#: The timer's resolution for deadlines in the future, as Kafka's SystemTimer (tickMs=1).
 TICK_MS = 1
 
 
@@ -36,9 +39,12 @@ class AsyncioTimerDriver:
             return
         if self.handle is not None:
             self.handle.cancel()
-        delay = max(TICK_MS, deadline_ms - self.clock()) / 1000.0
+        delay = deadline_ms - self.clock()
         self.armed_for = deadline_ms
-        self.handle = self.loop.call_later(delay, self._fire)
+        if delay <= 0:
+            self.handle = self.loop.call_soon(self._fire)
+        else:
+            self.handle = self.loop.call_later(max(TICK_MS, delay) / 1000.0, self._fire)
 
     def _fire(self) -> None:
         self.handle = None

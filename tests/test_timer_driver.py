@@ -23,7 +23,7 @@ class Handle:
 
 
 class Loop:
-    """Only what the driver uses: call_later, on the fake clock's milliseconds."""
+    """Only what the driver uses: call_later on the fake clock's milliseconds, and call_soon."""
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
@@ -33,6 +33,23 @@ class Loop:
         handle = Handle(self.clock.now + round(delay_s * 1000), fn)
         self.handles.append(handle)
         return handle
+
+    def call_soon(self, fn) -> Handle:
+        handle = Handle(self.clock.now, fn)
+        handle.soon = True
+        self.handles.append(handle)
+        return handle
+
+    def soon(self) -> int:
+        """How many callbacks wait for the next pass (call_soon)."""
+        return sum(1 for h in self.handles if not h.cancelled and getattr(h, "soon", False))
+
+    def run_pass(self) -> None:
+        """One pass of the loop: the call_soon callbacks armed before it, in order."""
+        for handle in [h for h in self.handles if getattr(h, "soon", False)]:
+            self.handles.remove(handle)
+            if not handle.cancelled:
+                handle.fn()
 
     def armed(self) -> list[int]:
         return [h.at for h in self.handles if not h.cancelled]
@@ -89,9 +106,11 @@ def test_cancelled_work_leaves_nothing_armed_after_the_wakeup():
     assert loop.armed() == [] and len(driver.timer) == 0
 
 
-def test_due_work_waits_one_tick_and_work_it_schedules_one_more():
-    """Kafka's timer ticks every millisecond: a task due at once runs a tick later, and a task
-    it schedules (an initial delayed join extending itself at delay 0) a tick after that."""
+def test_due_work_runs_on_the_next_loop_pass_and_work_it_schedules_on_the_pass_after():
+    """Kafka's timer hands a task that is already due to its executor at once (SystemTimer: an
+    expired entry is submitted, not put in the wheel), so a task due now runs on the loop's next
+    pass, without waiting for a tick; a task it schedules (an initial delayed join extending
+    itself at delay 0) runs on the pass after, once the requests read meanwhile are handled."""
     clock = Clock()
     driver = AsyncioTimerDriver(clock)
     loop = Loop(clock)
@@ -102,9 +121,19 @@ def test_due_work_waits_one_tick_and_work_it_schedules_one_more():
         ran.append(("first", clock.now))
         driver.timer.add(clock.now, lambda: ran.append(("second", clock.now)))
 
-    driver.timer.add(0, first)
-    assert loop.armed() == [TICK_MS]
-    loop.run_until(TICK_MS)
-    assert ran == [("first", TICK_MS)] and loop.armed() == [2 * TICK_MS]
-    loop.run_until(10)
-    assert ran == [("first", TICK_MS), ("second", 2 * TICK_MS)] and loop.armed() == []
+    clock.now = 5
+    driver.timer.add(5, first)
+    assert ran == [] and loop.soon() == 1           # not run inside add: on the next pass
+    loop.run_pass()
+    assert ran == [("first", 5)] and loop.soon() == 1
+    loop.run_pass()
+    assert ran == [("first", 5), ("second", 5)] and loop.armed() == []
+
+
+def test_a_deadline_in_the_future_waits_at_least_a_tick():
+    clock = Clock()
+    driver = AsyncioTimerDriver(clock)
+    loop = Loop(clock)
+    driver.start(loop)
+    driver.timer.add(1, lambda: None)
+    assert loop.soon() == 0 and loop.armed() == [TICK_MS]
