@@ -231,8 +231,10 @@ class Broker:
 
     def delete_topic(self, name: str) -> None:
         topic = self.topics.get(name)
-        self.topics.delete(name)
-        if topic is not None:   # share groups' state of it goes too, as Kafka deletes it
+        partitions = range(len(topic.partitions)) if topic is not None else range(0)
+        self.topics.delete(name)    # (empties topic.partitions)
+        if topic is not None:   # groups' offsets and share groups' state of it go, as on Kafka
+            self.coordinator.on_partitions_deleted(name, partitions)
             self.shares.drop_topic_everywhere(topic.topic_id)
             self.share_coordinator.topic_deleted(topic.topic_id)
         log.info("topic deleted", topic=name)

@@ -388,6 +388,28 @@ def test_offsets_by_the_id_of_a_re_created_topic(target, client):
         (new, 0): (2, "m", E.NONE), (old, 0): (-1, NO_METADATA, E.UNKNOWN_TOPIC_ID)})
 
 
+def test_a_deleted_topics_offsets_are_gone_when_it_is_created_again(target, client):
+    """Deleting a topic deletes every group's committed offsets of it (Kafka's
+    onPartitionsDeleted), so a group reading the topic created again under the same name starts
+    by its auto.offset.reset, not at the old topic's position. Kafka does it a moment after the
+    deletion, once its metadata reaches the group coordinator."""
+    name, _old = new_topic(client, 2)
+    other, _ = new_topic(client, 1)
+    group = unique("ids-deleted")
+    assert commit(client, group, {(name, 0): 4, (name, 1): 6, (other, 0): 3}, version=9) == {
+        (name, 0): E.NONE, (name, 1): E.NONE, (other, 0): E.NONE}
+    re_create(client, name, 2)
+    deadline = time.monotonic() + 30
+    while True:
+        answer = fetch(client, group, {name: [0, 1]}, version=9)
+        if answer == (E.NONE, {(name, 0): (-1, NO_METADATA, E.NONE),
+                               (name, 1): (-1, NO_METADATA, E.NONE)}):
+            break
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.1)
+    assert fetch(client, group, None, version=9) == (E.NONE, {(other, 0): (3, "m", E.NONE)})
+
+
 def test_offsets_by_topic_id_for_a_classic_group(target, connect, client):
     name, tid = new_topic(client, 2)
     unknown = uuid.uuid4()

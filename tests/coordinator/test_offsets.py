@@ -408,3 +408,41 @@ def test_retention_of_stable_consumer_group_expires_only_unsubscribed_topics():
         assert h.heartbeat("g", ids[0], 1).error == E.NONE
     assert committed(h.fetch("g", {"t": [0], "old": [0]})) == {("t", 0): 1, ("old", 0): -1}
     assert h.state() == "Stable"
+
+
+# --------------------------------------------------------------------------- deleted topics
+
+def test_a_deleted_topics_offsets_go_from_every_group_and_stay_gone_after_a_reload():
+    """Kafka's onPartitionsDeleted: every group's committed offsets of the deleted topic are
+    tombstoned (a topic created again under the name starts with none); other topics' stay."""
+    from tests.coordinator.test_persistence import replay_into
+    h = Harness()
+    h.commit("a", {("t", 0): 10, ("t", 1): 11, ("u", 0): 5})
+    h.commit("b", {("t", 1): 7})
+    h.commit("c", {("u", 0): 1})
+    assert h.coordinator.on_partitions_deleted("t", range(2)) == 3
+    assert committed(h.fetch("a", None)) == {("u", 0): 5}
+    assert committed(h.fetch("b", {"t": [0, 1]})) == {("t", 0): -1, ("t", 1): -1}
+    assert committed(h.fetch("c", None)) == {("u", 0): 1}
+    reloaded = replay_into(h)
+    assert committed(reloaded.fetch("a", None)) == {("u", 0): 5}
+    assert committed(reloaded.fetch("b", None)) == {}
+    assert h.coordinator.on_partitions_deleted("t", range(2)) == 0   # nothing left to delete
+
+
+def test_a_commit_being_written_when_its_topic_is_deleted_is_deleted_after_it():
+    h = Harness()
+    h.log.auto = False
+    reply = h.commit("g", {("t", 0): 3})
+    assert h.coordinator.on_partitions_deleted("t", [0]) == 1
+    h.log.complete()
+    assert commit_errors(reply) == {("t", 0): E.NONE}
+    assert committed(h.fetch("g", {"t": [0]})) == {("t", 0): -1}
+
+
+def test_a_failed_tombstone_write_keeps_the_offsets():
+    h = Harness()
+    h.commit("g", {("t", 0): 3})
+    h.log.fail_with = KafkaError(E.NOT_LEADER_OR_FOLLOWER)
+    h.coordinator.on_partitions_deleted("t", [0])
+    assert committed(h.fetch("g", {"t": [0]})) == {("t", 0): 3}

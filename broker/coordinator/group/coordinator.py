@@ -223,6 +223,13 @@ class GroupCoordinator:
         now = self.clock() if now is None else now
         return sum(shard.offsets.expire(now) for shard in self.shards if not shard.loading)
 
+    def on_partitions_deleted(self, topic: str, partitions) -> int:
+        """A topic was deleted: every loaded shard drops its groups' offsets of it (Kafka's
+        GroupCoordinatorService.onPartitionsDeleted). Returns the offsets deleted."""
+        partitions = list(partitions)
+        return sum(shard.offsets.on_partitions_deleted(topic, partitions)
+                   for shard in self.shards if not shard.loading)
+
     # ------------------------------------------------------------------ metrics
     @property
     def rebalances_total(self) -> int:

@@ -401,6 +401,37 @@ class OffsetMetadataManager:
 
         self.context.append(CoordinatorResult(records, stored))
 
+    # ================================================================== deleted topics
+    def on_partitions_deleted(self, topic: str, partitions) -> int:
+        """A deleted topic's committed offsets go from every group, as Kafka's
+        OffsetMetadataManager.onPartitionsDeleted: a tombstone for each committed offset and
+        each offset an open transaction would commit (a commit being written is deleted after
+        it, as its tombstone is written later). A topic created again with the same name starts
+        with no committed offsets, so a group resets by ``auto.offset.reset`` instead of
+        resuming at the old topic's position. Returns the number of tombstones written."""
+        records = []
+        for group_id, group in self.context.groups.items():
+            if group.state is DEAD:
+                continue
+            for partition in partitions:
+                tp = (topic, partition)
+                if (tp in group.offsets or group.has_pending_offset_commit(tp)
+                        or self.has_pending_transactional_offsets(group_id, tp)):
+                    records.append(rec.offset_commit_tombstone(group_id, topic, partition))
+        if not records:
+            return 0
+
+        def stored(exc) -> None:
+            if exc is not None:
+                log.error("could not delete offsets of a deleted topic", topic=topic,
+                          partition=self.context.partition, error=append_error(exc).name)
+            else:
+                log.info("offsets of a deleted topic deleted", topic=topic,
+                         offsets=len(records), partition=self.context.partition)
+
+        self.context.append(CoordinatorResult(records, stored))
+        return len(records)
+
     # ================================================================== retention
     def expire(self, now: int) -> int:
         """Delete offsets past ``offsets.retention.minutes`` and then Empty groups that have no
