@@ -13,8 +13,8 @@ from broker.coordinator.group.streams.topology import (Status, StreamsTopology, 
                                                  TopicInfo, TopologyError, configure)
 from broker.purgatory import Timer
 
-from .consumer_harness import FakeTopics
-from .harness import Ctx, FakeClock, FakeLog
+from tests.coordinator.consumer_harness import FakeTopics
+from tests.coordinator.harness import Ctx, FakeClock, FakeLog
 
 E = ErrorCode
 R = m.StreamsGroupHeartbeatRequest

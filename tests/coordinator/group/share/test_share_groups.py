@@ -12,8 +12,8 @@ from broker.coordinator.group import GroupCoordinator
 from broker.coordinator.group.share.assignor import assign
 from broker.purgatory import Timer
 
-from .consumer_harness import FakeTopics
-from .harness import Ctx, FakeClock, FakeLog
+from tests.coordinator.consumer_harness import FakeTopics
+from tests.coordinator.harness import Ctx, FakeClock, FakeLog
 
 E = ErrorCode
 

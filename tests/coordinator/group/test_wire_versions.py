@@ -6,8 +6,8 @@ import pytest
 from protocol import messages as m
 
 from tests.coordinator.harness import E, Ctx, Harness, Reply
-from tests.coordinator.test_offsets import delete_groups, fetch_v8, list_groups, offset_delete
-from tests.coordinator.test_scenarios import form
+from tests.coordinator.group.test_offsets import delete_groups, fetch_v8, list_groups, offset_delete
+from tests.coordinator.group.classic.test_scenarios import form
 
 
 def roundtrip(response, version):

@@ -15,7 +15,7 @@ from broker.coordinator.group.share.sessions import (
     INT32_MAX, ShareSessionCache, ShareSessionError, next_epoch)
 from broker.purgatory import Timer
 
-from .harness import FakeClock
+from tests.coordinator.harness import FakeClock
 
 E = ErrorCode
 T = uuid.UUID(int=7)

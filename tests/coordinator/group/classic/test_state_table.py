@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.coordinator.harness import E, Harness, assignment, subscription
-from tests.coordinator.test_scenarios import form
+from tests.coordinator.group.classic.test_scenarios import form
 
 
 def build(state: str):

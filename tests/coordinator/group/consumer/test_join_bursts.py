@@ -11,8 +11,8 @@ from broker.coordinator.group.consumer.group import MemberState
 from broker.coordinator.group.consumer.manager import MAX_BATCH_TURNS
 from broker.coordinator.group.group import GroupState
 
-from .consumer_harness import ConsumerHarness, FakeTopics
-from .harness import Ctx, Reply
+from tests.coordinator.consumer_harness import ConsumerHarness, FakeTopics
+from tests.coordinator.harness import Ctx, Reply
 
 E = ErrorCode
 ALL = set(range(6))

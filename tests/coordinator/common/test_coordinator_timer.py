@@ -4,7 +4,7 @@ from __future__ import annotations
 from broker.coordinator.common.timer import CoordinatorTimer
 from broker.purgatory import Timer
 
-from .harness import FakeClock
+from tests.coordinator.harness import FakeClock
 
 
 def make():

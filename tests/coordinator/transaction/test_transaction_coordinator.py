@@ -18,7 +18,7 @@ from broker.coordinator.transaction.coordinator import SWEEP_SLICE
 from broker.coordinator.transaction.metadata import TransactionState
 from broker.purgatory import Timer
 
-from .harness import FakeClock, FakeLog
+from tests.coordinator.harness import FakeClock, FakeLog
 
 E = ErrorCode
 S = TransactionState

@@ -10,8 +10,8 @@ from protocol.errors import ErrorCode
 from broker.coordinator.group.consumer.group import MemberState
 from broker.coordinator.group.group import GroupState
 
-from .consumer_harness import ConsumerHarness, FakeTopics
-from .harness import Ctx, FakeLog, Reply
+from tests.coordinator.consumer_harness import ConsumerHarness, FakeTopics
+from tests.coordinator.harness import Ctx, FakeLog, Reply
 
 #: every test here runs with joins answered at once and batched (conftest.py)
 pytestmark = pytest.mark.usefixtures("joins_at_once_and_batched")

@@ -9,7 +9,7 @@ from protocol.errors import KafkaError
 from broker.coordinator.group import records as rec
 from tests.coordinator.harness import (E, Ctx, Harness, Reply, assignment, commit_errors,
                                        committed, subscription)
-from tests.coordinator.test_scenarios import form
+from tests.coordinator.group.classic.test_scenarios import form
 
 MINUTE = 60_000
 
@@ -415,7 +415,7 @@ def test_retention_of_stable_consumer_group_expires_only_unsubscribed_topics():
 def test_a_deleted_topics_offsets_go_from_every_group_and_stay_gone_after_a_reload():
     """Kafka's onPartitionsDeleted: every group's committed offsets of the deleted topic are
     tombstoned (a topic created again under the name starts with none); other topics' stay."""
-    from tests.coordinator.test_persistence import replay_into
+    from tests.coordinator.group.test_persistence import replay_into
     h = Harness()
     h.commit("a", {("t", 0): 10, ("t", 1): 11, ("u", 0): 5})
     h.commit("b", {("t", 1): 7})

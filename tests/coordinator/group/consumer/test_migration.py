@@ -13,8 +13,8 @@ from protocol.errors import ErrorCode
 from broker.coordinator.group.consumer.group import ConsumerGroup
 from broker.coordinator.group.group import GroupMetadata
 
-from .consumer_harness import ConsumerHarness, FakeTopics
-from .harness import Ctx, Reply
+from tests.coordinator.consumer_harness import ConsumerHarness, FakeTopics
+from tests.coordinator.harness import Ctx, Reply
 
 #: every test here runs with joins answered at once and batched (conftest.py)
 pytestmark = pytest.mark.usefixtures("joins_at_once_and_batched")

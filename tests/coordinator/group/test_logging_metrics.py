@@ -4,7 +4,7 @@ from __future__ import annotations
 from structlog.testing import capture_logs
 
 from tests.coordinator.harness import E, Harness
-from tests.coordinator.test_scenarios import form
+from tests.coordinator.group.classic.test_scenarios import form
 
 
 def test_group_story_is_logged_at_info():

@@ -6,9 +6,9 @@ from __future__ import annotations
 from broker.coordinator.group.history import (EXPIRED, JOINED, LEFT, METADATA, RebalanceHistory,
                                               classic_cause)
 
-from .consumer_harness import ConsumerHarness
-from .harness import E, Harness, assignment
-from .test_consumer_groups import ALL, harness as consumer_harness
+from tests.coordinator.consumer_harness import ConsumerHarness
+from tests.coordinator.harness import E, Harness, assignment
+from tests.coordinator.group.consumer.test_consumer_groups import ALL, harness as consumer_harness
 
 
 def history(h, group="g"):
@@ -129,7 +129,7 @@ def test_deleting_a_group_forgets_its_history():
     h.heartbeat(member_id="m1", epoch=-1)
     assert history(h)
     from protocol import messages as m
-    from .harness import Ctx, Reply
+    from tests.coordinator.harness import Ctx, Reply
     reply = Reply()
     h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["g"]), 2, Ctx(), reply)
     assert reply.value.results[0].error_code == 0

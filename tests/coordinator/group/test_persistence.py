@@ -8,7 +8,7 @@ from broker.coordinator.group import records as rec
 from broker.coordinator.group.group import OffsetAndMetadata
 from broker.coordinator.common.hashing import java_abs, java_string_hashcode, partition_for
 from tests.coordinator.harness import E, Harness, assignment, committed
-from tests.coordinator.test_scenarios import form, static_group
+from tests.coordinator.group.classic.test_scenarios import form, static_group
 
 
 # --------------------------------------------------------------------------- routing
@@ -121,7 +121,7 @@ def busy_history() -> Harness:
     h.commit("simple", {("x", 0): 1, ("x", 1): 2})
     h.commit("simple", {("x", 0): 3})                              # later record wins
     h.commit("doomed", {("x", 0): 1})
-    from tests.coordinator.test_offsets import delete_groups, offset_delete
+    from tests.coordinator.group.test_offsets import delete_groups, offset_delete
     assert delete_groups(h, "doomed").value.results[0].error_code == 0
     assert offset_delete(h, "simple", {"x": [1]}).value.error_code == 0
     gone, _ = form(h, 1, group="left")
