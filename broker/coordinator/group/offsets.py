@@ -132,13 +132,7 @@ class OffsetMetadataManager:
         partition_check = None
         if callable(error):
             # an older member epoch: each partition must have been the member's since then
-            # (TxnOffsetCommit's clients know ILLEGAL_GENERATION, not STALE_MEMBER_EPOCH)
-            check = error
-
-            def partition_check(topic_id, partition):
-                refused = check(topic_id, partition)
-                return E.ILLEGAL_GENERATION if refused == E.STALE_MEMBER_EPOCH else refused
-            error = None
+            partition_check, error = partial(_txn_partition_check, error), None
         if error is not None:
             for t, p, *_ in todo:
                 results[(t, p)] = error
@@ -449,6 +443,12 @@ class OffsetMetadataManager:
         for group in list(self.context.groups.values()):
             if group.protocol_type is None and not group.persisted:
                 self.context.maybe_drop_transient_group(group)
+
+
+def _txn_partition_check(check, topic_id, partition):
+    """TxnOffsetCommit's clients know ILLEGAL_GENERATION, not STALE_MEMBER_EPOCH."""
+    refused = check(topic_id, partition)
+    return E.ILLEGAL_GENERATION if refused == E.STALE_MEMBER_EPOCH else refused
 
 
 def _commit_written(pending: dict, written: list, exc) -> None:

@@ -56,9 +56,9 @@ class TransactionStateShard(CoordinatorShard):
 
     def write_transit(self, metadata: TransactionMetadata, transit: TxnTransit,
                       respond: Callable[[ErrorCode], None] | None = None) -> None:
-        """Store ``transit`` for ``metadata`` and apply it, then ``respond(error)``: NONE, or
-        the append error when the write failed; then the pending state is dropped and the
-        metadata stays as it was (Kafka's appendTransactionToLog)."""
+        """Store ``transit`` for ``metadata`` and apply it, then ``respond(NONE)``; a failed
+        write drops the pending state (the metadata stays as it was) and answers the append
+        error (Kafka's appendTransactionToLog)."""
         transactional_id = metadata.transactional_id
         self.transits[transactional_id] = transit
         self.append(CoordinatorResult([(rec.key(transactional_id), rec.value(transit))], E.NONE,
