@@ -10,6 +10,8 @@ from broker.coordinator.common.result import CoordinatorResult
 from broker.coordinator.common.runtime import CoordinatorShard
 
 from .harness import Harness, commit_errors, committed
+from .test_migration import Classic, classic_pair
+from .test_migration import harness as migration_harness
 from .test_offsets import MINUTE
 from .test_scenarios import form
 from .test_share_groups import ShareHarness
@@ -138,3 +140,23 @@ def test_end_txn_failure_answers_the_error_and_writes_no_marker():
     assert not txn.state().pending_transition_in_progress
     assert txn.end("tx", pid, epoch, True)[0] == E.NONE
     assert txn.markers.markers == [(pid, epoch, True, (("t", 0),))]
+
+
+def test_classic_members_of_a_consumer_group_get_the_error_of_a_failed_write():
+    """The migration's JoinGroup and LeaveGroup (consumer/migration.py) on a failed write: the
+    append error, the request's member id, no member in the answer; nothing changed."""
+    h = migration_harness()
+    a, b = classic_pair(h)
+    h.heartbeat(member_id="c")
+    epoch = h.group().group_epoch
+    h.log.fail_with = KafkaError(E.NOT_LEADER_OR_FOLLOWER)
+    left = b.leave()
+    assert (left.value.error_code, left.value.members) == (E.NOT_COORDINATOR, [])
+    newcomer = Classic(h)
+    newcomer.member_id = "newcomer"
+    joined = newcomer.join()
+    assert (joined.error, joined.member_id) == (E.NOT_COORDINATOR, "newcomer")
+    h.log.fail_with = None
+    assert b.member_id in h.group().members and "newcomer" not in h.group().members
+    assert h.group().group_epoch == epoch
+    assert b.leave().value.members[0].error_code == 0
