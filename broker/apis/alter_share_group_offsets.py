@@ -7,6 +7,7 @@ from __future__ import annotations
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
+from ..coordinator.common.result import CoordinatorResult, append_error
 from ..coordinator.group.consumer.group import GroupError
 from ..security.authorization import group_denied
 
@@ -55,13 +56,17 @@ def handle(broker, ctx, request, respond) -> None:
             partitions=parts) if topic is not None else
             R.AlterShareGroupOffsetsResponseTopic(topic_name=t.topic_name, partitions=parts))
 
-    def stored(error) -> None:
-        if error != E.NONE:
-            respond(R(error_code=error, responses=[]))
-            return
-        for key, offset in offsets.items():
-            broker.shares.reset(group_id, key, offset)
-        respond(R(error_code=0, responses=responses))
+    def answer(response) -> None:
+        if response.error_code == 0:
+            for key, offset in offsets.items():
+                broker.shares.reset(group_id, key, offset)
+        respond(response)
 
     records = [shard.share.initialized_record(group, initialized)] if initialized else []
-    shard.context.store(records, stored)
+    shard.context.append(CoordinatorResult(records, R(error_code=0, responses=responses)),
+                         answer, write_error)
+
+
+def write_error(exc: BaseException, response):
+    """AlterShareGroupOffsets' answer to a failed write."""
+    return R(error_code=append_error(exc), responses=[])

@@ -6,6 +6,7 @@ from __future__ import annotations
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
+from ..coordinator.common.result import CoordinatorResult, append_error
 from ..coordinator.group.consumer.group import GroupError
 from ..security.authorization import group_denied
 from ..security.authorizer import AclOperation
@@ -53,13 +54,17 @@ def handle(broker, ctx, request, respond) -> None:
             responses.append(R.DeleteShareGroupOffsetsResponseTopic(
                 topic_name=t.topic_name, topic_id=topic.topic_id, error_code=0))
 
-    def stored(error) -> None:
-        if error != E.NONE:
-            respond(R(error_code=error, responses=[]))
-            return
-        for topic_id in deleting:
-            broker.shares.drop_topic(group_id, topic_id)
-        respond(R(error_code=0, responses=responses))
+    def answer(response) -> None:
+        if response.error_code == 0:
+            for topic_id in deleting:
+                broker.shares.drop_topic(group_id, topic_id)
+        respond(response)
 
     records = [shard.share.initialized_record(group, {}, deleting)] if deleting else []
-    shard.context.store(records, stored)
+    shard.context.append(CoordinatorResult(records, R(error_code=0, responses=responses)),
+                         answer, write_error)
+
+
+def write_error(exc: BaseException, response):
+    """DeleteShareGroupOffsets' answer to a failed write."""
+    return R(error_code=append_error(exc), responses=[])

@@ -1,14 +1,22 @@
 """What a coordinator operation hands the runtime to write (Kafka's CoordinatorResult): the
-records, in Kafka's formats of the internal topic, and what to do once they are stored.
+records, in Kafka's formats of the internal topic, and the response the caller gets once they
+are stored.
 
 Operations never persist anything themselves: they build a result and give it to their shard
-(:meth:`CoordinatorShard.append <broker.coordinator.common.runtime.CoordinatorShard.append>`),
-which persists the records, applies them with the replay's code and only then calls
-``stored(None)``; on a failed write nothing is applied and ``stored(exc)`` gets the failure,
-which :func:`append_error` turns into the error code Kafka answers."""
+(:meth:`CoordinatorShard.append <broker.coordinator.common.runtime.CoordinatorShard.append>`)
+with the caller's ``respond``. The shard persists the records, applies them with the replay's
+code and only then hands ``response`` to ``respond``; on a failed write nothing is applied and
+the caller gets the API's error answer instead, built by its one ``error_response(exc,
+response)`` (Kafka's handleOperationException) from :func:`append_error`, the mapping of a
+failed append to the error code Kafka answers.
+
+``append_future`` (Kafka's appendFuture) is work that follows the write whatever its outcome,
+done before the answer goes out: classic group writes (a SyncGroup's assignment, a group reset
+on failure, as on Kafka) and undoing what an operation changed ahead of its write when the
+write fails (Kafka reverts the shard's timeline instead)."""
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from protocol.errors import ErrorCode
 
@@ -18,11 +26,14 @@ E = ErrorCode
 class CoordinatorResult(NamedTuple):
     #: ``(key, value)`` bytes; value None for a tombstone
     records: list
-    #: called once: with None when the records are stored and applied, else with the failure
-    stored: Callable[[BaseException | None], None]
+    #: what the caller gets once the records are stored and applied
+    response: Any = None
     #: ``(producer_id, producer_epoch)`` for a transactional write: its records stay pending
     #: until the transaction's marker
     producer: tuple[int, int] | None = None
+    #: Kafka's appendFuture: called once, with None when the records are stored and applied,
+    #: else with the failure, before the caller is answered
+    append_future: Callable[[BaseException | None], None] | None = None
 
 
 def append_error(exc: BaseException | None, for_offsets: bool = False) -> ErrorCode:

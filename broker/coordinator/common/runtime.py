@@ -7,9 +7,9 @@ the shard of that partition owns the key's state. Both coordinators get from her
 * routing: ``partition_for(key)`` and ``shard_for(key)`` (Java's hashCode, as Kafka);
 * loading: a shard replays its partition at start and answers COORDINATOR_LOAD_IN_PROGRESS
   meanwhile (``begin_loading`` / ``load`` / ``finish_loading``);
-* the write path: an operation gives its shard a CoordinatorResult (result.py), records and
-  what to do once they are stored; :meth:`CoordinatorShard.append` persists the records,
-  applies them with the same code as the replay, and only then calls back;
+* the write path: an operation gives its shard a CoordinatorResult (result.py), its records
+  and response, with the caller's ``respond``; :meth:`CoordinatorShard.append` persists the
+  records, applies them with the same code as the replay, and only then answers;
   :meth:`CoordinatorShard.write_marker` writes a transaction marker into the partition
   (transactional offset commits end with one);
 * the keyed timer (timer.py).
@@ -21,7 +21,7 @@ on_done, transaction_version=)`` (version 2 markers carry the transaction's bump
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 import structlog
 
@@ -83,12 +83,21 @@ class CoordinatorShard:
         """Drop the state, answering whoever waits with ``error``."""
 
     # ------------------------------------------------------------------ the write path
-    def append(self, result: CoordinatorResult) -> None:
-        """The one write path: persist ``result.records``; once stored apply them, then
-        ``result.stored(None)``; on failure ``result.stored(exc)`` with nothing applied.
-        ``result.producer`` makes it a transactional write whose records stay pending until the
-        transaction's marker."""
-        records, on_done, producer = result
+    def append(self, result: CoordinatorResult, respond: Callable[[Any], None] | None = None,
+               error_response: Callable[[BaseException, Any], Any] | None = None) -> None:
+        """The one write path (Kafka's scheduleWriteOperation): persist ``result.records``; once
+        stored apply them, complete ``result.append_future`` and hand ``result.response`` to
+        ``respond``. On failure nothing is applied, ``append_future`` gets the failure and
+        ``respond`` gets ``error_response(exc, result.response)``, the API's error answer.
+        No records: answered at once. ``result.producer`` makes it a transactional write whose
+        records stay pending until the transaction's marker."""
+        records, response, producer, append_future = result
+        if not records:
+            if append_future is not None:
+                append_future(None)
+            if respond is not None:
+                respond(response)
+            return
         state = {"done": False}
         producer_id = NO_PRODUCER_ID if producer is None else producer[0]
 
@@ -103,7 +112,12 @@ class CoordinatorShard:
                     except Exception:
                         log.exception("failed to apply a stored record", partition=self.partition)
                 self.after_apply()
-            on_done(exc)
+            else:
+                log.warning("coordinator write failed", partition=self.partition, error=str(exc))
+            if append_future is not None:
+                append_future(exc)
+            if respond is not None:
+                respond(response if exc is None else error_response(exc, response))
 
         try:
             if producer is None:
@@ -111,7 +125,6 @@ class CoordinatorShard:
             else:
                 self._persist(self.partition, records, done, producer=producer)
         except Exception as exc:  # the log refused synchronously
-            log.warning("coordinator write failed", partition=self.partition, error=str(exc))
             done(exc)
 
     def write_marker(self, producer_id: int, producer_epoch: int, commit: bool,

@@ -7,10 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from protocol.errors import ErrorCode
-
 from ...purgatory import DelayedOperationPurgatory, Timer
-from ..common.result import CoordinatorResult, append_error
 from .group import GroupMetadata
 from .history import RebalanceHistory
 
@@ -28,7 +25,7 @@ class GroupContext:
                  heartbeat_purgatory: DelayedOperationPurgatory,
                  rebalance_purgatory: DelayedOperationPurgatory, stats: "Stats",
                  new_uuid: Callable[[], object], topics: Any, groups: dict,
-                 append: Callable[[CoordinatorResult], None],
+                 append: Callable[..., None],
                  maybe_drop_transient_group: Callable[[GroupMetadata], None]) -> None:
         self.partition = partition
         self.config = config
@@ -43,22 +40,14 @@ class GroupContext:
         #: the shard's group table: the same dict, never rebound
         self.groups = groups
         self.loading = False
-        #: the write path: persist ``result.records``, apply them, then ``result.stored(exc)``
-        #: (common/result.py)
+        #: the write path, ``append(result, respond, error_response)``: persist and apply
+        #: ``result.records``, then ``respond(result.response)`` (common/result.py)
         self.append = append
         #: forget a group that a join created and that holds nothing
         self.maybe_drop_transient_group = maybe_drop_transient_group
         self.classic: Any = None
         self.consumer: Any = None
         self.streams: Any = None
-
-    def store(self, records: list, then: Callable[[ErrorCode], None]) -> None:
-        """Store and apply ``records``, then ``then(error)``: NONE once stored (at once when
-        there is nothing to store), else the error a client gets for the failed append."""
-        if not records:
-            then(ErrorCode.NONE)
-            return
-        self.append(CoordinatorResult(records, lambda exc: then(append_error(exc))))
 
 
 class Stats:

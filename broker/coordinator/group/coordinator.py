@@ -27,6 +27,7 @@ At startup with a data directory the broker replays each partition into the runt
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Callable
 
 import structlog
@@ -35,6 +36,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 from ...purgatory import DelayedOperationPurgatory, Timer
+from ..common.result import CoordinatorResult, append_error
 from ..common.runtime import CoordinatorRuntime
 from ..common.settings import settings
 from .classic.manager import make_join_callback, make_sync_callback
@@ -81,6 +83,26 @@ class CoordinatorConfig:
 
 def _stored_now(partition, records, on_done, **kwargs) -> None:
     on_done(None)
+
+
+def _leave_error(exc: BaseException, response: tuple) -> tuple:
+    """LeaveGroup's answer to a failed write (members leaving a consumer group)."""
+    return append_error(exc), []
+
+
+def _join_error(member_id: str, exc: BaseException, response: dict) -> dict:
+    """JoinGroup's answer to a failed write (a classic member joining a consumer group)."""
+    return {"error": append_error(exc), "member_id": member_id}
+
+
+def _share_heartbeat_error(exc: BaseException, response):
+    """ShareGroupHeartbeat's answer to a failed write."""
+    return m.ShareGroupHeartbeatResponse(error_code=int(append_error(exc)), member_epoch=0)
+
+
+def _streams_heartbeat_error(exc: BaseException, response: tuple) -> tuple:
+    """StreamsGroupHeartbeat's answer to a failed write: no internal topics to create."""
+    return m.StreamsGroupHeartbeatResponse(error_code=int(append_error(exc))), {}
 
 
 class TopicsView:
@@ -359,18 +381,18 @@ class GroupCoordinator:
                 records, results = shard.consumer.classic_members.leave(
                     shard.groups[request.group_id], identities)
                 if records:
-                    self._write_then(shard, request.group_id, records,
-                                     lambda error: self._answer_leave(
-                                         respond, api_version, error, results if
-                                         error == E.NONE else []))
+                    shard.consumer.write(request.group_id, records, (E.NONE, results),
+                                         partial(self._answer_leave, respond, api_version),
+                                         _leave_error)
                     return
                 top = E.NONE
             else:
                 top, results = shard.classic.leave_group(request.group_id, identities)
-        self._answer_leave(respond, api_version, top, results)
+        self._answer_leave(respond, api_version, (top, results))
 
     @staticmethod
-    def _answer_leave(respond, api_version: int, top, results) -> None:
+    def _answer_leave(respond, api_version: int, answer: tuple) -> None:
+        top, results = answer
         if api_version >= 3:
             cls = m.LeaveGroupResponse.MemberResponse
             respond(m.LeaveGroupResponse(
@@ -394,17 +416,9 @@ class GroupCoordinator:
         except GroupError as exc:
             callback(error=exc.code, member_id=request.member_id)
             return
-        if not records:
-            callback(**answer)
-            return
-        self._write_then(shard, request.group_id, records, lambda error: callback(
-            **answer) if error == E.NONE else callback(error=error,
-                                                      member_id=request.member_id))
-
-    @staticmethod
-    def _write_then(shard, group_id: str, records: list, then) -> None:
-        """Store and apply ``records``, then ``then(error)`` (NONE once stored)."""
-        shard.consumer.store(group_id, records, then)
+        shard.consumer.write(request.group_id, records, answer,
+                             lambda fields: callback(**fields),
+                             partial(_join_error, request.member_id))
 
     # ================================================================== ConsumerGroupHeartbeat
     def consumer_group_heartbeat(self, request, api_version: int, context,
@@ -439,12 +453,7 @@ class GroupCoordinator:
             return
         records, response = consumer.heartbeat(request, api_version, client_id, client_host,
                                                topic_filter=topic_filter)
-        if not records:
-            respond(response)
-            return
-        consumer.store(group_id, records, lambda error: respond(
-            response if error == E.NONE else
-            m.ConsumerGroupHeartbeatResponse(error_code=int(error), member_epoch=0)))
+        consumer.write(group_id, records, response, respond)
 
     # ================================================================== *GroupDescribe
     def _describe_groups(self, request, response_cls, describe: Callable):
@@ -492,15 +501,13 @@ class GroupCoordinator:
         share = shard.share
         records, response = share.heartbeat(request, _client_id(context), _client_host(context))
 
-        def stored(error) -> None:
-            if error != E.NONE:
-                respond(m.ShareGroupHeartbeatResponse(error_code=int(error), member_epoch=0))
-                return
+        def answer(response) -> None:
             if response.error_code == 0 and response.member_epoch > 0:
                 share.schedule_session(request.group_id, request.member_id)
             respond(response)
 
-        shard.context.store(records, stored)
+        shard.context.append(CoordinatorResult(records, response), answer,
+                             _share_heartbeat_error)
 
     # ================================================================== ShareGroupDescribe
     def share_group_describe(self, request, api_version: int, context,
@@ -523,15 +530,13 @@ class GroupCoordinator:
         records, response, to_create = streams.heartbeat(request, _client_id(context),
                                                          _client_host(context))
 
-        def stored(error) -> None:
-            if error != E.NONE:
-                respond(m.StreamsGroupHeartbeatResponse(error_code=int(error)), {})
-                return
-            if response.error_code == 0 and response.member_epoch >= 0:
+        def answer(result: tuple) -> None:
+            if result[0].error_code == 0 and result[0].member_epoch >= 0:
                 streams.after_heartbeat(request.group_id, request.member_id)
-            respond(response, to_create)
+            respond(*result)
 
-        shard.context.store(records, stored)
+        shard.context.append(CoordinatorResult(records, (response, to_create)), answer,
+                             _streams_heartbeat_error)
 
     # ================================================================== StreamsGroupDescribe
     def streams_group_describe(self, request, api_version: int, context,
@@ -729,7 +734,8 @@ class GroupCoordinator:
                 (p.partition_index, None if self.topic_exists(t.name, p.partition_index)
                  else E.UNKNOWN_TOPIC_OR_PARTITION) for p in t.partitions]))
 
-        def answer(group_error, rows) -> None:
+        def answer(result: tuple) -> None:
+            group_error, rows = result
             t_cls = m.OffsetDeleteResponse.OffsetDeleteResponseTopic
             p_cls = m.OffsetDeleteResponse.OffsetDeleteResponsePartition
             respond(m.OffsetDeleteResponse(error_code=int(group_error), topics=[
@@ -738,10 +744,10 @@ class GroupCoordinator:
                 for topic, parts in rows]))
 
         if not request.group_id:
-            answer(E.INVALID_GROUP_ID, [])
+            answer((E.INVALID_GROUP_ID, []))
             return
         shard = self.shard_for(request.group_id)
         if shard.loading:
-            answer(E.COORDINATOR_LOAD_IN_PROGRESS, [])
+            answer((E.COORDINATOR_LOAD_IN_PROGRESS, []))
             return
         shard.offsets.delete(request.group_id, topics, answer)

@@ -7,6 +7,7 @@ to the current generation.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable
 
 import structlog
@@ -131,13 +132,7 @@ class OffsetMetadataManager:
         partition_check = None
         if callable(error):
             # an older member epoch: each partition must have been the member's since then
-            # (TxnOffsetCommit's clients know ILLEGAL_GENERATION, not STALE_MEMBER_EPOCH)
-            check = error
-
-            def partition_check(topic_id, partition):
-                refused = check(topic_id, partition)
-                return E.ILLEGAL_GENERATION if refused == E.STALE_MEMBER_EPOCH else refused
-            error = None
+            partition_check, error = partial(_txn_partition_check, error), None
         if error is not None:
             for t, p, *_ in todo:
                 results[(t, p)] = error
@@ -145,21 +140,11 @@ class OffsetMetadataManager:
             return
         records, written = self._offset_records(group_id, todo, results, version >= 2,
                                                 self.context.clock(), None, partition_check)
-        if not records:
-            respond(results)
-            return
-
-        def stored(exc) -> None:
-            error = append_error(exc, for_offsets=True)
-            if exc is not None:
-                log.warning("failed to store transactional offsets", group=group_id,
-                            error=error.name)
-            for tp in written:
-                results[tp] = error
-            respond(results)
-
-        self.context.append(CoordinatorResult(records, stored,
-                                            (request.producer_id, request.producer_epoch)))
+        for tp in written:
+            results[tp] = E.NONE
+        self.context.append(CoordinatorResult(records, results,
+                                              (request.producer_id, request.producer_epoch)),
+                            respond, offset_commit_error)
 
     def _validate_txn_commit(self, request, version: int):
         """(error, a per-partition check (older member epoch) or None; group): Kafka's
@@ -253,22 +238,10 @@ class OffsetMetadataManager:
         pending = group.pending_offset_commits
         for tp in written:
             pending[tp] = pending.get(tp, 0) + 1
-
-        def stored(exc) -> None:
-            for tp in written:
-                left = pending.get(tp, 0) - 1
-                if left > 0:
-                    pending[tp] = left
-                else:
-                    pending.pop(tp, None)
-            error = append_error(exc, for_offsets=True)
-            if exc is not None:
-                log.warning("failed to store offsets", group=group_id, error=error.name)
-            for tp in written:
-                results[tp] = error
-            respond(results)
-
-        self.context.append(CoordinatorResult(records, stored))
+            results[tp] = E.NONE
+        self.context.append(CoordinatorResult(
+            records, results, append_future=partial(_commit_written, pending, written)),
+            respond, offset_commit_error)
 
     def _offset_records(self, group_id: str, todo: list, results: dict,
                         with_leader_epoch: bool, now: int, expire: int | None,
@@ -354,7 +327,7 @@ class OffsetMetadataManager:
 
     # ================================================================== OffsetDelete
     def delete(self, group_id: str, topics: list, done: Callable) -> None:
-        """``topics``: [(topic, [(partition, error or None)])]. ``done(group_error, topics)`` with
+        """``topics``: [(topic, [(partition, error or None)])]. ``done((group_error, topics))`` with
         topics [(topic, [(partition, error)])] once the tombstones are stored.
 
         As Kafka 4's OffsetMetadataManager.deleteOffsets: every requested partition of a known
@@ -363,11 +336,11 @@ class OffsetMetadataManager:
         whole request (group-level error, no partitions)."""
         group = self.context.groups.get(group_id)
         if group is None or group.state is DEAD:
-            done(E.GROUP_ID_NOT_FOUND, [])
+            done((E.GROUP_ID_NOT_FOUND, []))
             return
         if group.state is not EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE and \
                 not isinstance(group, StreamsGroup):   # Kafka's validateOffsetDelete
-            done(E.NON_EMPTY_GROUP, [])
+            done((E.NON_EMPTY_GROUP, []))
             return
         out = []
         records = []
@@ -386,20 +359,8 @@ class OffsetMetadataManager:
                             or self.has_pending_transactional_offsets(group_id, tp)):
                         records.append(rec.offset_commit_tombstone(group_id, topic, partition))
             out.append((topic, rows))
-        if not records:
-            done(E.NONE, out)
-            return
-
-        def stored(exc) -> None:
-            if exc is not None:
-                error = append_error(exc)
-                log.warning("failed to delete offsets", group=group_id, error=error.name)
-                done(error, [])
-                return
-            log.info("offsets deleted", group=group_id, offsets=len(records))
-            done(E.NONE, out)
-
-        self.context.append(CoordinatorResult(records, stored))
+        self.context.append(CoordinatorResult(records, (E.NONE, out)),
+                            done, offset_delete_error)
 
     # ================================================================== deleted topics
     def on_partitions_deleted(self, topic: str, partitions) -> int:
@@ -496,22 +457,55 @@ class OffsetMetadataManager:
                     del self.context.groups[group.group_id]
         if not records:
             return 0
-
-        def stored(exc) -> None:
-            if exc is not None:
-                log.warning("failed to write expired offsets", partition=self.context.partition,
-                            error=append_error(exc).name)
-                for group in deleted_groups:
-                    if self.context.groups.get(group.group_id) is group and group.state is DEAD:
-                        group.state = EMPTY
-                return
-            self.context.stats.offsets_expired_total += expired_total
-            for group in deleted_groups:
-                log.info("group deleted after its offsets expired", group=group.group_id)
-            # simple groups whose last offsets expired are not persisted: drop them from memory
-            for group in list(self.context.groups.values()):
-                if group.protocol_type is None and not group.persisted:
-                    self.context.maybe_drop_transient_group(group)
-
-        self.context.append(CoordinatorResult(records, stored))
+        self.context.append(CoordinatorResult(records, append_future=partial(
+            self._expired, deleted_groups, expired_total)))
         return expired_total
+
+    def _expired(self, deleted_groups: list, expired_total: int, exc) -> None:
+        """After the write of expire's tombstones: count and drop what went, or, when the write
+        failed, bring back the groups marked Dead ahead of it."""
+        if exc is not None:
+            revive(self.context.groups, deleted_groups)
+            return
+        self.context.stats.offsets_expired_total += expired_total
+        for group in deleted_groups:
+            log.info("group deleted after its offsets expired", group=group.group_id)
+        # simple groups whose last offsets expired are not persisted: drop them from memory
+        for group in list(self.context.groups.values()):
+            if group.protocol_type is None and not group.persisted:
+                self.context.maybe_drop_transient_group(group)
+
+
+def _txn_partition_check(check, topic_id, partition):
+    """TxnOffsetCommit's clients know ILLEGAL_GENERATION, not STALE_MEMBER_EPOCH."""
+    refused = check(topic_id, partition)
+    return E.ILLEGAL_GENERATION if refused == E.STALE_MEMBER_EPOCH else refused
+
+
+def _commit_written(pending: dict, written: list, exc) -> None:
+    """An offset commit's write is done (stored or not): its partitions are no longer pending."""
+    for tp in written:
+        left = pending.get(tp, 0) - 1
+        if left > 0:
+            pending[tp] = left
+        else:
+            pending.pop(tp, None)
+
+
+def revive(groups: dict, deleted: list) -> None:
+    """Groups marked Dead ahead of their tombstones stay, Empty, when the write failed."""
+    for group in deleted:
+        if groups.get(group.group_id) is group and group.state is DEAD:
+            group.state = EMPTY
+
+
+def offset_commit_error(exc: BaseException, response: dict) -> dict:
+    """OffsetCommit's and TxnOffsetCommit's answer to a failed write: every partition written
+    gets the append error, the refused ones keep theirs."""
+    error = append_error(exc, for_offsets=True)
+    return {tp: error if code == E.NONE else code for tp, code in response.items()}
+
+
+def offset_delete_error(exc: BaseException, response) -> tuple:
+    """OffsetDelete's answer to a failed write: the group-level error, no partitions."""
+    return append_error(exc), []

@@ -16,6 +16,7 @@ after a restart.
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Callable
 
 import structlog
@@ -33,7 +34,7 @@ from .consumer import records as crec
 from .consumer.group import ConsumerGroup
 from .consumer.manager import ConsumerGroupManager
 from .group import DEAD, EMPTY, GroupMetadata
-from .offsets import OffsetMetadataManager
+from .offsets import OffsetMetadataManager, revive
 from .share import records as srec
 from .share.group import ShareGroup
 from .share.manager import ShareGroupManager
@@ -210,20 +211,25 @@ class GroupCoordinatorShard(CoordinatorShard):
                     records.append(rec.group_metadata_tombstone(group_id))
                     group.transition_to(DEAD, self.clock())
                 deleting.append(group)
-        if not records:
-            done(results)
+        for group in deleting:
+            results[group.group_id] = E.NONE
+        self.append(CoordinatorResult(records, results,
+                                      append_future=partial(self._groups_deleted, deleting)),
+                    done, delete_groups_error)
+
+    def _groups_deleted(self, deleting: list, exc) -> None:
+        """After the write of DeleteGroups' tombstones: forget the groups' history, or, when
+        the write failed, bring them back."""
+        if exc is not None:
+            revive(self.groups, deleting)
             return
+        for group in deleting:
+            self.stats.history.forget(group.group_id)
+            log.info("group deleted", group=group.group_id, partition=self.partition)
 
-        def stored(exc) -> None:
-            error = append_error(exc)
-            for group in deleting:
-                results[group.group_id] = error
-                if exc is not None:
-                    if self.groups.get(group.group_id) is group and group.state is DEAD:
-                        group.state = EMPTY  # not deleted after all
-                else:
-                    self.stats.history.forget(group.group_id)
-                    log.info("group deleted", group=group.group_id, partition=self.partition)
-            done(results)
 
-        self.append(CoordinatorResult(records, stored))
+def delete_groups_error(exc: BaseException, response: dict) -> dict:
+    """DeleteGroups' answer to a failed write: every group being deleted gets the append error,
+    the refused ones keep theirs."""
+    error = append_error(exc)
+    return {group_id: error if code == E.NONE else code for group_id, code in response.items()}

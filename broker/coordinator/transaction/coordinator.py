@@ -26,6 +26,7 @@ partitions implicitly and get a new epoch at every EndTxn.
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Callable
 
 import structlog
@@ -34,7 +35,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 from ...purgatory import Timer
-from ..common.result import CoordinatorResult, append_error
+from ..common.result import CoordinatorResult
 from ..common.runtime import CoordinatorRuntime
 from ..common.settings import settings
 from ..common.timer import CoordinatorTimer
@@ -204,17 +205,20 @@ class TransactionCoordinator:
                                   False, False, 2, lambda err, pid, epoch: fail(
                                       err if err else E.CONCURRENT_TRANSACTIONS))
             return
+        shard.write_transit(metadata, transit,
+                            partial(self._initialized, transactional_id, shard.partition,
+                                    transit, respond))
 
-        def stored(exc) -> None:
-            if exc is not None:
-                fail(append_error(exc))
-                return
-            log.info("transactional id initialized", transactional_id=transactional_id,
-                     producer_id=transit.producer_id, producer_epoch=transit.producer_epoch,
-                     partition=shard.partition)
-            respond(E.NONE, transit.producer_id, transit.producer_epoch)
-
-        shard.write_transit(metadata, transit, stored)
+    @staticmethod
+    def _initialized(transactional_id: str, partition: int, transit: TxnTransit, respond,
+                     error: ErrorCode) -> None:
+        if error:
+            respond(error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+            return
+        log.info("transactional id initialized", transactional_id=transactional_id,
+                 producer_id=transit.producer_id, producer_epoch=transit.producer_epoch,
+                 partition=partition)
+        respond(E.NONE, transit.producer_id, transit.producer_epoch)
 
     def _prepare_init(self, md: TransactionMetadata, timeout_ms: int,
                       expected: tuple[int, int] | None, now: int) -> TxnTransit:
@@ -273,7 +277,7 @@ class TransactionCoordinator:
             log.error("illegal transaction transition", error=str(exc))
             respond(E.INVALID_TXN_STATE)
             return
-        shard.write_transit(md, transit, lambda exc: respond(append_error(exc)))
+        shard.write_transit(md, transit, respond)
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           partitions) -> dict:
@@ -367,28 +371,26 @@ class TransactionCoordinator:
             else:
                 fail(exc.error)
             return
-        result = "commit" if commit else "abort"
+        shard.write_transit(md, transit,
+                            partial(self._prepared, shard, md, client_version, respond))
 
-        def prepared(exc) -> None:
-            if exc is not None:
-                error = append_error(exc)
-                log.warning("failed to write the end of a transaction",
-                            transactional_id=transactional_id, result=result, error=error.name)
-                fail(error)
-                return
-            if md.pending_transition_in_progress or md.state not in (S.PREPARE_COMMIT,
-                                                                       S.PREPARE_ABORT):
-                fail(E.CONCURRENT_TRANSACTIONS)
-                return
-            if client_version >= 2:
-                respond(E.NONE, md.next_producer_id if md.next_producer_id != NO_PRODUCER_ID
-                        else md.producer_id,
-                        0 if md.next_producer_id != NO_PRODUCER_ID else md.producer_epoch)
-            else:
-                respond(E.NONE, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
-            self._send_markers(shard, md)
-
-        shard.write_transit(md, transit, prepared)
+    def _prepared(self, shard: TransactionStateShard, md: TransactionMetadata,
+                  client_version: int, respond, error: ErrorCode) -> None:
+        """PrepareCommit/PrepareAbort is written: answer EndTxn, then write the markers (Kafka's
+        sendTxnMarkersCallback)."""
+        if not error and (md.pending_transition_in_progress
+                          or md.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT)):
+            error = E.CONCURRENT_TRANSACTIONS
+        if error:
+            respond(error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+            return
+        if client_version >= 2:
+            respond(E.NONE, md.next_producer_id if md.next_producer_id != NO_PRODUCER_ID
+                    else md.producer_id,
+                    0 if md.next_producer_id != NO_PRODUCER_ID else md.producer_epoch)
+        else:
+            respond(E.NONE, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        self._send_markers(shard, md)
 
     def _prepare_end_v1(self, md: TransactionMetadata, producer_id: int, producer_epoch: int,
                         commit: bool, from_client: bool) -> TxnTransit:
@@ -512,17 +514,7 @@ class TransactionCoordinator:
         if shard.transactions.get(md.transactional_id) is not md or \
                 md.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return
-        transit = md.prepare_complete(self.clock())
-
-        def stored(exc) -> None:
-            if exc is not None:
-                log.warning("failed to complete a transaction", transactional_id=
-                            md.transactional_id, error=append_error(exc).name)
-                return
-            log.debug("transaction completed", transactional_id=md.transactional_id,
-                      state=md.state.state_name)
-
-        shard.write_transit(md, transit, stored)
+        shard.write_transit(md, md.prepare_complete(self.clock()))
 
     def _complete_loaded(self, md: TransactionMetadata) -> None:
         """A transaction found in PrepareCommit/PrepareAbort at load: finish it."""
@@ -564,13 +556,13 @@ class TransactionCoordinator:
         md.prepare_dead()
         self.shard_for(md.transactional_id).append(CoordinatorResult(
             [(records.key(md.transactional_id), None)],
-            lambda exc, md=md: self._expired(md, exc)))
+            append_future=partial(self._expired, md)))
 
-    def _expired(self, md: TransactionMetadata, exc) -> None:
+    @staticmethod
+    def _expired(md: TransactionMetadata, exc) -> None:
+        """A failed tombstone leaves the transactional id as it was."""
         if exc is not None:
             md.pending_state = None
-            return
-        log.debug("transactional id expired", transactional_id=md.transactional_id)
 
     def _sweep(self, key: str, due: Callable, act: Callable, summary: str) -> int:
         """Act on every transaction ``due(md, now)``, SWEEP_SLICE per timer tick. Each one is

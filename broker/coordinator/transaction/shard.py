@@ -7,13 +7,14 @@ epoch), a replay decodes the record.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable
 
 import structlog
 
 from protocol.errors import ErrorCode
 
-from ..common.result import CoordinatorResult
+from ..common.result import CoordinatorResult, append_error
 from ..common.runtime import NO_PRODUCER_ID, CoordinatorShard
 from . import records as rec
 from .metadata import TransactionMetadata, TransactionState, TxnTransit
@@ -54,20 +55,21 @@ class TransactionStateShard(CoordinatorShard):
         metadata.complete_transition(transit)
 
     def write_transit(self, metadata: TransactionMetadata, transit: TxnTransit,
-                      on_done: Callable[[BaseException | None], None]) -> None:
-        """Store ``transit`` for ``metadata`` and apply it; on failure the pending state is
-        dropped and the metadata stays as it was."""
+                      respond: Callable[[ErrorCode], None] | None = None) -> None:
+        """Store ``transit`` for ``metadata`` and apply it, then ``respond(NONE)``; a failed
+        write drops the pending state (the metadata stays as it was) and answers the append
+        error (Kafka's appendTransactionToLog)."""
         transactional_id = metadata.transactional_id
         self.transits[transactional_id] = transit
+        self.append(CoordinatorResult([(rec.key(transactional_id), rec.value(transit))], E.NONE,
+                                      append_future=partial(self._transit_written, metadata)),
+                    respond, write_error)
 
-        def stored(exc) -> None:
-            if exc is not None:
-                self.transits.pop(transactional_id, None)
-                if self.transactions.get(transactional_id) is metadata:
-                    metadata.pending_state = None
-            on_done(exc)
-
-        self.append(CoordinatorResult([(rec.key(transactional_id), rec.value(transit))], stored))
+    def _transit_written(self, metadata: TransactionMetadata, exc) -> None:
+        if exc is not None:
+            self.transits.pop(metadata.transactional_id, None)
+            if self.transactions.get(metadata.transactional_id) is metadata:
+                metadata.pending_state = None
 
     def on_loaded(self) -> None:
         pending = [md for md in self.transactions.values()
@@ -84,3 +86,8 @@ class TransactionStateShard(CoordinatorShard):
     def on_unload(self, error: ErrorCode = E.NOT_COORDINATOR) -> None:
         self.transactions.clear()
         self.transits.clear()
+
+
+def write_error(exc: BaseException, response: ErrorCode) -> ErrorCode:
+    """The answer of every transaction API to a failed write: the append error."""
+    return append_error(exc)

@@ -282,13 +282,7 @@ class ClassicGroupManager:
             self.stats.history.ended(group.group_id, now, "empty", 0, group.generation_id)
             log.info("group is now empty", group=group.group_id, generation=group.generation_id,
                      partition=self.partition)
-
-            def stored(exc, group_id=group.group_id):
-                if exc is not None:
-                    log.warning("failed to write empty group metadata", group=group_id,
-                                error=append_error(exc).name)
-
-            self.context.append(CoordinatorResult([rec.group_metadata_record(group, {})], stored))
+            self.context.append(CoordinatorResult([rec.group_metadata_record(group, {})]))
             return
         self.stats.rebalances_total += 1
         self.stats.history.phase(group.group_id, now, "sync", group.generation_id)
@@ -600,7 +594,9 @@ class ClassicGroupManager:
                          group_instance_id=instance_id, member=new_member_id)
                 generation = group.generation_id
 
-                def stored(exc) -> None:
+                def append_future(exc) -> None:
+                    """The new member id stored: answer the join; not stored: the static
+                    member is the old one again (Kafka's appendFuture.whenComplete)."""
                     if exc is not None:
                         error = append_error(exc)
                         log.warning("failed to persist static member replacement",
@@ -642,7 +638,8 @@ class ClassicGroupManager:
                     if answered:
                         self.complete_and_schedule_next_heartbeat(group, member)
 
-                self.context.append(CoordinatorResult([rec.group_metadata_record(group)], stored))
+                self.context.append(CoordinatorResult([rec.group_metadata_record(group)],
+                                                      append_future=append_future))
             else:
                 self._maybe_prepare_rebalance(
                     group, f"group's selected protocol will change because static member "
@@ -749,7 +746,10 @@ class ClassicGroupManager:
                         generation=group.generation_id, members=missing)
         generation = group.generation_id
 
-        def stored(exc) -> None:
+        def append_future(exc) -> None:
+            """The assignment stored: the group is Stable and each member gets its assignment;
+            not stored: the members get the error and the group rebalances (Kafka's
+            appendFuture.whenComplete)."""
             if group.state is not COMPLETING_REBALANCE or group.generation_id != generation:
                 return  # moved on while writing (a member joined or left)
             if self.groups.get(group.group_id) is not group:
@@ -774,7 +774,7 @@ class ClassicGroupManager:
             self._propagate_assignment(group, E.NONE)
 
         self.context.append(CoordinatorResult([rec.group_metadata_record(group, assignment)],
-                                            stored))
+                                              append_future=append_future))
 
     # ================================================================== Heartbeat
     def heartbeat(self, request, version: int) -> ErrorCode:

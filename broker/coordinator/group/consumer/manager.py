@@ -16,7 +16,7 @@ timers (common/timer.py) that fence a member through the same write path.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 
 
 import structlog
@@ -172,9 +172,9 @@ class ConsumerGroupManager:
                 if response is None:
                     pending = postponed[-1]
                     pending.respond = respond
-                    self.store(group_id, records, pending.stored)
+                    self.write(group_id, records, None, pending.written)
                 else:
-                    self.store(group_id, records, _answer_when_stored(response, respond))
+                    self.write(group_id, records, response, respond)
             except Exception:   # noqa: BLE001 - raised by an answer: the others still go out
                 log.exception("consumer group heartbeat failed", group=group_id)
         waiting = [p for p in postponed if p.state is not _FAILED]
@@ -215,8 +215,9 @@ class ConsumerGroupManager:
                     pending.answer(self._error(exc.code, exc.message))
                 return
             result: list = []
-            self.store(group_id, records, result.append)
-            error = result[0] if result else E.COORDINATOR_NOT_AVAILABLE  # not stored at once
+            self.write(group_id, records, None, result.append)
+            error = E.COORDINATOR_NOT_AVAILABLE if not result else (   # not stored at once
+                E.NONE if result[0] is None else E(result[0].error_code))
             if error != E.NONE:
                 for pending in waiting:
                     pending.answer(_failed(error))
@@ -234,7 +235,7 @@ class ConsumerGroupManager:
                 targets.get(pending.member_id, {}), target_epoch, pending.subscription_changed,
                 pending.resolved, pending.was_member, records)
             response = self._answer(group_id, pending.member, reconciled, pending.full)
-            self.store(group_id, records, _answer_when_stored(response, pending.answer))
+            self.write(group_id, records, response, pending.answer)
 
     def abandon_joins(self, error: ErrorCode) -> None:
         """The shard is unloaded: the waiting joins are answered with ``error``."""
@@ -243,21 +244,13 @@ class ConsumerGroupManager:
             for entry in batch.entries:
                 entry[4](_failed(error))   # its respond
 
-    def store(self, group_id: str, records: list, then) -> None:
-        """Store and apply ``records``, then ``then(error)`` (NONE once stored)."""
-        if not records:
-            then(E.NONE)
-            return
-
-        def stored(exc) -> None:
-            error = append_error(exc)
-            if exc is not None:
-                log.warning("failed to store consumer group records", group=group_id,
-                            error=error.name)
-                self.write_failed(group_id)
-            then(error)
-
-        self.context.append(CoordinatorResult(records, stored))
+    def write(self, group_id: str, records: list, response, respond,
+              error_response=None) -> None:
+        """Store and apply ``records`` of ``group_id``, then ``respond(response)``; a failed
+        write answers ``error_response(exc, response)`` (a heartbeat's by default)."""
+        self.context.append(CoordinatorResult(records, response,
+                                              append_future=partial(self.written, group_id)),
+                            respond, error_response or heartbeat_error)
 
     def _validate(self, request, version: int) -> None:
         """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid."""
@@ -813,12 +806,7 @@ class ConsumerGroupManager:
         except GroupError:
             return
 
-        def stored(exc) -> None:
-            if exc is not None:
-                log.warning("failed to store a target assignment", group=group_id,
-                            error=str(exc))
-
-        self.context.append(CoordinatorResult(records, stored))
+        self.context.append(CoordinatorResult(records))
 
     # ------------------------------------------------------------------ leaving and fencing
     def _leave(self, request) -> tuple:
@@ -959,18 +947,14 @@ class ConsumerGroupManager:
         self.stats.history.member_left(group_id, member_id, "did not revoke in time")
         self.write_fence(group, member)
 
-    def write_failed(self, group_id: str) -> None:
-        """Records of this group were not stored: forget a downgrade they carried."""
-        self._downgrading.pop(group_id, None)
+    def written(self, group_id: str, exc) -> None:
+        """After a write of this group's records: a failed one forgets a downgrade they
+        carried."""
+        if exc is not None:
+            self._downgrading.pop(group_id, None)
 
     def write_fence(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
-        def stored(exc) -> None:
-            if exc is not None:
-                self.write_failed(group.group_id)
-                log.warning("failed to fence member", group=group.group_id,
-                            member=member.member_id, error=str(exc))
-
-        self.context.append(CoordinatorResult(self.fence_member(group, member), stored))
+        self.write(group.group_id, self.fence_member(group, member), None, None)
 
     # ------------------------------------------------------------------ replay
     def replay(self, key: crec.ConsumerKey, value: bytes | None, replay: bool) -> None:
@@ -1113,13 +1097,7 @@ class ConsumerGroupManager:
         """An empty consumer group gives way to a classic group that a JoinGroup creates (its
         offsets stay), as Kafka's maybeDeleteEmptyConsumerGroup does."""
         log.info("empty consumer group converted to a classic group", group=group.group_id)
-
-        def stored(exc) -> None:
-            if exc is not None:
-                log.warning("failed to delete the empty consumer group", group=group.group_id,
-                            error=str(exc))
-
-        self.context.append(CoordinatorResult(self.group_tombstones(group), stored))
+        self.context.append(CoordinatorResult(self.group_tombstones(group)))
 
     # ------------------------------------------------------------------ loading
     def on_loaded(self, group: ConsumerGroup) -> None:
@@ -1254,13 +1232,14 @@ class _Postponed:
         self.respond = None
         self.state = _WRITING
 
-    def stored(self, error: ErrorCode) -> None:
-        """Its step-1 records were stored (or not: then it is answered with the error)."""
-        if error == E.NONE:
+    def written(self, failure) -> None:
+        """Its step-1 records were stored (None), or not: then it is answered with
+        ``failure``, the heartbeat's error answer."""
+        if failure is None:
             self.state = _STORED
         else:
             self.state = _FAILED
-            self.answer(_failed(error))
+            self.answer(failure)
 
     def answer(self, response) -> None:
         respond, self.respond = self.respond, None
@@ -1273,8 +1252,9 @@ def _failed(error: ErrorCode):
     return m.ConsumerGroupHeartbeatResponse(error_code=int(error), member_epoch=0)
 
 
-def _answer_when_stored(response, respond):
-    return lambda error: respond(response if error == E.NONE else _failed(error))
+def heartbeat_error(exc: BaseException, response):
+    """ConsumerGroupHeartbeat's answer to a failed write."""
+    return _failed(append_error(exc))
 
 
 def _is_subset(owned, assigned) -> bool:

@@ -308,13 +308,7 @@ class ShareGroupManager:
         log.info("share group member fenced: its session expired", group=group_id,
                  member=member_id)
         self.stats.expired_members_total += 1
-
-        def stored(exc) -> None:
-            if exc is not None:
-                log.warning("failed to fence share group member", group=group_id,
-                            member=member_id, error=str(exc))
-
-        self.context.append(CoordinatorResult(self.fence_member(group, member), stored))
+        self.context.append(CoordinatorResult(self.fence_member(group, member)))
 
     # ------------------------------------------------------------------ replay
     def replay(self, key: srec.ShareKey, value: bytes | None, replay: bool) -> None:

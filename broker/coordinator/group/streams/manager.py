@@ -459,7 +459,7 @@ class StreamsGroupManager:
                    for mid, tasks in targets.items() if tasks != group.target.get(mid)]
         records.append(srec.target_assignment_epoch_record(group_id, group.group_epoch,
                                                            self.clock()))
-        self.context.append(CoordinatorResult(records, lambda exc: None))
+        self.context.append(CoordinatorResult(records))
 
     # ------------------------------------------------------------------ leaving
     def _leave(self, request) -> tuple:
@@ -540,7 +540,7 @@ class StreamsGroupManager:
         self.stats.expired_members_total += 1
         self.stats.history.member_left(group_id, member_id, "expired" if why == "session"
                                        else "did not revoke in time")
-        self.context.append(CoordinatorResult(self.fence_member(group, member), lambda exc: None))
+        self.context.append(CoordinatorResult(self.fence_member(group, member)))
 
     # ------------------------------------------------------------------ replay
     def replay(self, key: srec.StreamsKey, value: bytes | None, replay: bool) -> None:
