@@ -382,15 +382,10 @@ class OffsetMetadataManager:
         if not records:
             return 0
 
-        def stored(exc) -> None:
-            if exc is not None:
-                log.error("could not delete offsets of a deleted topic", topic=topic,
-                          partition=self.context.partition, error=append_error(exc).name)
-            else:
-                log.info("offsets of a deleted topic deleted", topic=topic,
-                         offsets=len(records), partition=self.context.partition)
-
-        self.context.append(CoordinatorResult(records, stored))
+        # a failed write is logged by the shard (Kafka logs it too and goes on)
+        log.info("deleting the offsets of a deleted topic", topic=topic, offsets=len(records),
+                 partition=self.context.partition)
+        self.context.append(CoordinatorResult(records))
         return len(records)
 
     # ================================================================== retention

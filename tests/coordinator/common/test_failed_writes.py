@@ -9,14 +9,14 @@ from protocol.errors import ErrorCode, KafkaError
 from broker.coordinator.common.result import CoordinatorResult
 from broker.coordinator.common.runtime import CoordinatorShard
 
-from .harness import Harness, commit_errors, committed
-from .test_migration import Classic, classic_pair
-from .test_migration import harness as migration_harness
-from .test_offsets import MINUTE
-from .test_scenarios import form
-from .test_share_groups import ShareHarness
-from .test_streams_groups import StreamsHarness
-from .test_transaction_coordinator import Txn
+from tests.coordinator.harness import Harness, commit_errors, committed
+from tests.coordinator.group.consumer.test_migration import Classic, classic_pair
+from tests.coordinator.group.consumer.test_migration import harness as migration_harness
+from tests.coordinator.group.test_offsets import MINUTE
+from tests.coordinator.group.classic.test_scenarios import form
+from tests.coordinator.group.share.test_share_groups import ShareHarness
+from tests.coordinator.group.streams.test_streams_groups import StreamsHarness
+from tests.coordinator.transaction.test_transaction_coordinator import Txn
 
 E = ErrorCode
 
