@@ -20,6 +20,7 @@ import pathlib
 from typing import NamedTuple
 
 from .config import SETTINGS
+from .log.files import write_json
 from .topic_configs import (DEFAULT_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
                             LIST, STATIC_BROKER_CONFIG, type_problem)
 
@@ -263,14 +264,8 @@ class BrokerConfigs:
     def _save(self) -> None:
         if self.path is None:
             return
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({"broker": self.per_broker, "cluster": self.cluster}, f, indent=1,
-                      sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        write_json(self.path, {"broker": self.per_broker, "cluster": self.cluster}, indent=1,
+                   sort_keys=True)
 
 
 def check_value(name: str, spec: ConfigSpec, value: str | None) -> None:

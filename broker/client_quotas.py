@@ -21,6 +21,8 @@ import json
 import os
 import time
 
+from .log.files import write_json
+
 USER = "user"
 CLIENT_ID = "client-id"
 IP = "ip"
@@ -92,13 +94,7 @@ class ClientQuotaStore:
             return
         data = [{"entity": list(map(list, entity)), "quotas": quotas}
                 for entity, quotas in self.entities.items()]
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        write_json(self.path, data, indent=1)
 
     def quota(self, key: str, user, client_id) -> float | None:
         """The value of ``key`` for exactly this entity (a user and/or client id; a name of

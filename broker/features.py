@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 
+from .log.files import write_json
+
 METADATA_VERSION = "metadata.version"
 KRAFT_VERSION = "kraft.version"
 
@@ -112,13 +114,7 @@ class Features:
     def save(self) -> None:
         if not self.path:
             return
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({"epoch": self.epoch, "levels": self.levels}, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        write_json(self.path, {"epoch": self.epoch, "levels": self.levels}, indent=1)
 
 
 def _invalid(name: str, level: int, reason: str) -> str:

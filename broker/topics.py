@@ -15,6 +15,7 @@ from protocol.records import iter_batches
 
 from .cluster import Cluster
 from .log import LogConfig, LogManager
+from .log.files import write_json
 from .partitions.producer_state import ProducerStateTable
 from .broker_configs import BrokerConfigs
 from .topic_configs import TOPIC_CONFIGS, BrokerDefaults
@@ -303,12 +304,7 @@ class TopicManager:
         if not self._meta_path:
             return
         doc = {"version": 1, "topics": [self._entry(t) for t in self.topics.values()]}
-        tmp = self._meta_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._meta_path)
+        write_json(self._meta_path, doc, indent=1)
 
     def _entry(self, t: Topic) -> dict:
         """A topic's record in topics.json; its placement only where it is not the default."""

@@ -96,9 +96,12 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str, data: bytes, *, durable: bool) -> None:
+def atomic_write(path: str, data: bytes, *, durable: bool, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data`` whole or not at all: a temporary file renamed over it
+    (``durable``: the file and then its directory fsynced, so the rename survives a crash).
+    ``mode`` is the new file's (0o600 for secrets)."""
     tmp = path + TMP_SUFFIX
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         write_all(fd, data, 0)
         if durable:
@@ -108,6 +111,15 @@ def atomic_write(path: str, data: bytes, *, durable: bool) -> None:
     os.replace(tmp, path)
     if durable:
         fsync_dir(os.path.dirname(path))
+
+
+def write_json(path: str, doc, *, mode: int = 0o644, **options) -> None:
+    """A state file of the data directory (topics, configs, ACLs, credentials, quotas,
+    features, tokens) written durably and atomically as JSON (``options``: json.dumps's),
+    its directory made first if this is a fresh data directory."""
+    import json  # noqa: PLC0415 - not needed by the log's own files
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    atomic_write(path, json.dumps(doc, **options).encode(), durable=True, mode=mode)
 
 
 class Reader:

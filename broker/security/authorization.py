@@ -18,6 +18,7 @@ from typing import Callable, Iterable
 import structlog
 
 from ..errors import ConfigError
+from ..log.files import write_json
 from .authorizer import (CLUSTER_NAME, SUPPORTED_OPERATIONS, AclBinding, AclBindingFilter,
                          AclOperation, ResourceType, StandardAuthorizer, operations_bitfield,
                          parse_super_users)
@@ -49,12 +50,7 @@ class AclFile:
     def save(self, acls: Iterable[AclBinding]) -> None:
         if self.path is None:
             return
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({"version": 1, "acls": [a.to_json() for a in acls]}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        write_json(self.path, {"version": 1, "acls": [a.to_json() for a in acls]})
 
 
 _HOSTS: dict[str, str] = {}   # client address -> Kafka's form of it

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from protocol.errors import ErrorCode
 
 from ..errors import ConfigError
+from ..log.files import write_json
 from . import ANONYMOUS, KafkaPrincipal
 from .authorizer import AclOperation, ResourceType
 
@@ -232,10 +233,8 @@ class DelegationTokens:
     def save(self) -> None:
         if not self.path:
             return
-        from ..log.files import atomic_write  # noqa: PLC0415
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
         data = {"version": 1, "tokens": [t.to_json() for t in self.tokens.values()]}
-        atomic_write(self.path, json.dumps(data, indent=1).encode(), durable=True)
+        write_json(self.path, data, indent=1)   # no HMAC: they come from the secret key
 
     def _load(self) -> None:
         try:

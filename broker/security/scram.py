@@ -18,6 +18,7 @@ import secrets
 from dataclasses import dataclass
 
 from ..errors import ConfigError
+from ..log.files import write_json
 from .sasl_errors import SaslAuthenticationError, SaslError
 
 
@@ -282,19 +283,7 @@ class ScramCredentialStore:
                               "iterations": c.iterations}
                        for user, c in sorted(creds.items())}
                 for mech, creds in self.credentials.items()}
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)  # a fresh --data-dir
-        tmp = self.path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(os.path.dirname(self.path), os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_json(self.path, data, mode=0o600, indent=1, sort_keys=True)  # secrets: owner only
 
     def _load(self) -> None:
         try:

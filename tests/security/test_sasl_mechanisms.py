@@ -147,6 +147,8 @@ def test_credential_store_persists_atomically(tmp_path):
     text = (tmp_path / "scram-credentials.json").read_text()
     assert "alice-secret" not in text and "bob-secret" not in text
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+    # salted keys let an offline guess start: readable by the broker's user only
+    assert (tmp_path / "scram-credentials.json").stat().st_mode & 0o777 == 0o600
     again = ScramCredentialStore(str(tmp_path))
     assert again.get("SCRAM-SHA-256", "alice").iterations == 8192
     assert again.get("SCRAM-SHA-512", "bob") == store.get("SCRAM-SHA-512", "bob")

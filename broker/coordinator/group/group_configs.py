@@ -19,6 +19,7 @@ from typing import Callable
 from protocol.errors import ErrorCode
 
 from ...config import SETTINGS
+from ...log.files import write_json
 from ...topic_configs import BOOLEAN as BOOLEAN_TYPE, INT as INT_TYPE, type_problem
 
 E = ErrorCode
@@ -261,12 +262,7 @@ class GroupConfigs:
     def _save(self) -> None:
         if self.path is None:
             return
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.configs, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        write_json(self.path, self.configs, indent=1, sort_keys=True)
 
     def _load(self) -> None:
         if self.path is None or not os.path.exists(self.path):

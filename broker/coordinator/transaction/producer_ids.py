@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 
+from ...log.files import atomic_write
+
 BLOCK_SIZE = 1000
 FIRST_PRODUCER_ID = 1000
 FILE_NAME = "producer-ids"
@@ -36,10 +38,5 @@ class ProducerIdManager:
 
     def _reserve(self, block_end: int) -> None:
         if self.path is not None:
-            tmp = self.path + ".tmp"
-            with open(tmp, "w") as f:
-                f.write(f"{block_end}\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
+            atomic_write(self.path, f"{block_end}\n".encode(), durable=True)
         self.block_end = block_end
