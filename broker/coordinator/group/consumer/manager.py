@@ -85,9 +85,10 @@ class ConsumerGroupManager:
     def heartbeat(self, request, version: int, client_id: str, client_host: str,
                   postponed: list | None = None, topic_filter=None) -> tuple:
         """-> (records, response). Nothing is changed until the shard stores the records.
-        With ``postponed`` (a burst of joins, join_bursts.py) the response may be None: its target assignment
-        and reconciliation were added to ``postponed``. ``topic_filter`` (name -> bool), when
-        given, limits what the member's regular expression resolves to (its authorization)."""
+        With ``postponed`` (a burst of joins, join_bursts.py) the response may be None: its
+        target assignment and reconciliation were added to ``postponed``. ``topic_filter``
+        (name -> bool), when given, limits what the member's regular expression resolves to
+        (its authorization)."""
         try:
             validate(request, version, self.config.group_consumer_assignors)
             if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
