@@ -12,7 +12,7 @@ from .group import ConsumerGroup
 E = ErrorCode
 
 
-def describe(context: GroupContext, group_id: str):
+def describe_group(context: GroupContext, group_id: str):
     """The DescribedGroup of ``group_id`` (GROUP_ID_NOT_FOUND unless a consumer group)."""
     cls = m.ConsumerGroupDescribeResponse.DescribedGroup
     group = context.groups.get(group_id)

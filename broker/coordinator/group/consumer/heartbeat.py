@@ -1,7 +1,6 @@
-"""ConsumerGroupHeartbeat's checks and answers: what a request must hold (Kafka's
-throwIfConsumerGroupHeartbeatRequestIsInvalid), a member's epoch (throwIfConsumerGroupMember
-EpochIsInvalid), whether a heartbeat changes nothing, and the responses. The steps a heartbeat
-takes are the manager's (manager.py).
+"""ConsumerGroupHeartbeat's checks and answers: what a request must hold, a member's epoch,
+whether a heartbeat changes nothing, and the responses. The steps a heartbeat takes are the
+manager's (manager.py).
 """
 from __future__ import annotations
 

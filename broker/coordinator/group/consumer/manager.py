@@ -32,7 +32,7 @@ from .. import records as rec
 from ..context import GroupContext
 from ..group import DEAD, GroupMetadata
 from . import records as crec
-from .describe import describe
+from .describe import describe_group
 from .group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup,
                     ConsumerGroupMember, GroupError, MemberState, metadata_hash,
                     new_member_id)
@@ -521,7 +521,7 @@ class ConsumerGroupManager:
 
     # ================================================================== ConsumerGroupDescribe
     def describe(self, group_id: str, include_authorized_operations: bool):
-        return describe(self.context, group_id)
+        return describe_group(self.context, group_id)
 
 
 def _count(assignment) -> int:
