@@ -18,7 +18,7 @@ def every_request_answered_at_most_once():
 @pytest.fixture(params=["at once", "batched"])
 def joins_at_once_and_batched(request):
     """The test with every heartbeat answered at once, and again with the broker's batching of
-    joins (ConsumerGroupManager.queue_join) settled after each heartbeat: one join at a time
+    joins (consumer/join_bursts.py) settled after each heartbeat: one join at a time
     must give the same answers and records both ways."""
     ConsumerHarness.batched_by_default = request.param == "batched"
     yield request.param

@@ -155,8 +155,8 @@ class GroupCoordinator:
                  persist_marker: Callable | None = None,
                  defer: Callable[[Callable[[], None]], None] | None = None) -> None:
         """``defer(fn)`` runs ``fn`` at the next event-loop turn (loop.call_soon): with it, a
-        burst of consumer-group joins shares one target assignment (ConsumerGroupManager.
-        flush_joins); it needs a ``persist`` that stores at once, as the broker's does."""
+        burst of consumer-group joins shares one target assignment (consumer/join_bursts.py); it
+        needs a ``persist`` that stores at once, as the broker's does."""
         self.config = CoordinatorConfig.from_config(config)
         if clock is None:
             clock = timer.clock if timer is not None else None
@@ -185,20 +185,20 @@ class GroupCoordinator:
         self.partition_for = self.runtime.partition_for
         self._partitions = self.runtime.key_partitions
         for shard in self.shards:
-            shard.consumer.defer = defer
+            shard.consumer.joins.defer = defer
         self._retention_handle = None
         self._closed = False
         self._schedule_retention()
 
     def shard_for(self, key: str):
         """The shard of a group; joins of the group still waiting for the end of their burst
-        are answered first, so that every other request sees them (queue_join)."""
+        are answered first, so that every other request sees them (consumer/join_bursts.py)."""
         partition = self._partitions.get(key)
         if partition is None:
             partition = self.partition_for(key)
         shard = self.shards[partition]
-        if shard.consumer.joins:
-            shard.consumer.flush_joins(key)
+        if shard.consumer.joins.waiting:
+            shard.consumer.joins.flush(key)
         return shard
 
     @property
@@ -441,12 +441,12 @@ class GroupCoordinator:
         client_host = _client_host(context)
         topic_filter = self.topic_filter(context) if self.topic_filter is not None else None
         consumer = shard.consumer
-        if request.member_epoch == 0 and consumer.defer is not None:
-            consumer.queue_join(request, api_version, client_id, client_host, respond,
-                                topic_filter)
+        if request.member_epoch == 0 and consumer.joins.defer is not None:
+            consumer.joins.queue(request, api_version, client_id, client_host, respond,
+                                 topic_filter)
             return
-        if consumer.joins:
-            consumer.flush_joins(group_id)
+        if consumer.joins.waiting:
+            consumer.joins.flush(group_id)
         response = consumer.steady_heartbeat(request, client_id, client_host)
         if response is not None:
             respond(response)

@@ -1,9 +1,9 @@
 """Each group's recent rebalances, as the console shows them (broker/console).
 
-The group state machines (classic/manager.py, consumer/manager.py) call these hooks at the
-points where a rebalance starts, moves to its next phase and ends, and where members join and
-leave; the hooks only note plain values with the coordinator's injected clock, so the state
-machines stay free of I/O.
+The group state machines (classic/manager.py, consumer/manager.py and consumer/replay.py) call
+these hooks at the points where a rebalance starts, moves to its next phase and ends, and where
+members join and leave; the hooks only note plain values with the coordinator's injected
+clock, so the state machines stay free of I/O.
 
 A classic rebalance has two phases: the join phase (PreparingRebalance, until every member
 rejoined or its rebalance timeout) and the sync phase (CompletingRebalance, until the leader's

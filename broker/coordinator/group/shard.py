@@ -137,7 +137,7 @@ class GroupCoordinatorShard(CoordinatorShard):
 
     def on_unload(self, error: ErrorCode = E.NOT_COORDINATOR) -> None:
         """Drop every group, answering whoever still waits with ``error``."""
-        self.consumer.abandon_joins(error)
+        self.consumer.joins.abandon(error)
         for group in list(self.groups.values()):
             if isinstance(group, ConsumerGroup):
                 self.consumer.unload_group(group)

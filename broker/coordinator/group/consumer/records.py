@@ -23,7 +23,7 @@ from typing import NamedTuple
 from protocol import messages as m
 
 from ..records import Record, RecordFormats
-from .group import ConsumerGroupMember, MemberState
+from .group import ConsumerGroup, ConsumerGroupMember, MemberState
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4
@@ -195,6 +195,23 @@ def regex_record(group_id: str, regex: str, topics, version: int, timestamp: int
 
 def regex_tombstone(group_id: str, regex: str) -> Record:
     return _key(REGULAR_EXPRESSION, group_id=group_id, regular_expression=regex), None
+
+
+def group_tombstones(group: ConsumerGroup) -> list:
+    """The records that delete an empty group (Kafka's createGroupTombstoneRecords)."""
+    gid = group.group_id
+    records = []
+    for member_id in group.members:
+        records.append(current_assignment_tombstone(gid, member_id))
+    for member_id in group.target:
+        records.append(target_assignment_tombstone(gid, member_id))
+    records.append(target_assignment_epoch_tombstone(gid))
+    for member_id in group.members:
+        records.append(member_subscription_tombstone(gid, member_id))
+    for regex in group.resolved_regexes:
+        records.append(regex_tombstone(gid, regex))
+    records.append(group_epoch_tombstone(gid))
+    return records
 
 
 def member_state(value: int) -> MemberState:

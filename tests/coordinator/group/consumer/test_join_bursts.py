@@ -1,4 +1,4 @@
-"""Bursts of consumer-group joins (ConsumerGroupManager.queue_join and flush_joins): with the
+"""Bursts of consumer-group joins (consumer/join_bursts.py, JoinBursts.queue and flush): with the
 broker's event loop, the first heartbeats of a group that arrive together share one target
 assignment, and each member gets its share of the free partitions in its first answer. One join
 at a time gives exactly the answers and records it gives without batching."""
@@ -8,7 +8,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 from broker.coordinator.group.consumer.group import MemberState
-from broker.coordinator.group.consumer.manager import MAX_BATCH_TURNS
+from broker.coordinator.group.consumer.join_bursts import MAX_BATCH_TURNS
 from broker.coordinator.group.group import GroupState
 
 from tests.coordinator.consumer_harness import ConsumerHarness, FakeTopics
