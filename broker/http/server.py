@@ -12,8 +12,6 @@ import asyncio
 import errno
 
 import structlog
-from prometheus_client import generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from ..security import ANONYMOUS
 from ..security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
@@ -53,11 +51,8 @@ class HttpServer:
         self.server = None
         self.bound = None
         self.open = 0
-        #: the web console, unless console.enable is false
+        #: the web console, unless console.enable is false; made when the endpoint starts
         self.console = None
-        if config["console.enable"]:
-            from ..console import Console
-            self.console = Console(broker)
 
     # -- lifecycle
 
@@ -66,11 +61,15 @@ class HttpServer:
         broker or another exporter on the same machine holds the port), one warning says which
         setting to change and the broker runs without it. ``port`` 0 from a caller (the
         embedded broker) binds a free port; metrics.port 0 turns the endpoint off."""
+        config = self.broker.config
         if port is None:
-            port = self.broker.config["metrics.port"]
+            port = config["metrics.port"]
             if not port:
                 return
-        host = self.broker.config["metrics.host"]
+        if self.console is None and config["console.enable"]:
+            from ..console import Console
+            self.console = Console(self.broker)
+        host = config["metrics.host"]
         try:
             self.server = await asyncio.start_server(self._connection, host or None, port)
         except OSError as exc:
@@ -176,7 +175,7 @@ class HttpServer:
 
     def _open(self, path: str):
         if path == "/metrics":
-            return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.broker.metrics.registry)
+            return ("200 OK", *self.broker.metrics.exposition())
         if path == "/health":
             return "200 OK", "text/plain", b"ok\n"
         ready, why = self.readiness()
