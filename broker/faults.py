@@ -233,7 +233,7 @@ class Faults:
             self.armed.remove(fault)
         if fault.action == "streams_status":
             for shard in self.broker.coordinator.shards:
-                shard.streams.unforce_status(f"fault {fault.id}")
+                shard.unforce_streams_status(f"fault {fault.id}")
         return True
 
     def clear(self) -> int:
@@ -242,7 +242,7 @@ class Faults:
         self.armed.clear()
         self.history.clear()
         for shard in self.broker.coordinator.shards:
-            shard.streams.unforce_status()
+            shard.unforce_streams_status()
         return n
 
     # -- the request path

@@ -188,9 +188,7 @@ class GroupCoordinator:
         share partitions, share/leader.py), and where a group's own configs are read
         (``group_config(group_id) -> mapping``, group_configs.py)."""
         for shard in self.shards:
-            shard.share.listener = listener
-            shard.share.group_config = group_config
-            shard.streams.group_config = group_config
+            shard.set_group_hooks(listener, group_config)
 
     def _persist(self, partition: int, records: list, on_done, **kwargs) -> None:
         self.persist(partition, records, on_done, **kwargs)

@@ -36,10 +36,8 @@ from .group import DEAD, EMPTY, GroupMetadata
 from .offsets import OffsetMetadataManager
 from .share import records as srec
 from .share.group import ShareGroup
-from .share.manager import ShareGroupManager
 from .streams import records as strec
 from .streams.group import StreamsGroup
-from .streams.manager import StreamsGroupManager
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -73,8 +71,55 @@ class GroupCoordinatorShard(CoordinatorShard):
         self.offsets = OffsetMetadataManager(context)
         self.classic = context.classic = ClassicGroupManager(context)
         self.consumer = context.consumer = ConsumerGroupManager(context)
-        self.share = ShareGroupManager(context)
-        self.streams = context.streams = StreamsGroupManager(context)
+        #: the share and streams groups' managers, made when first used (share, streams)
+        self._share = None
+        self._streams = None
+        #: what set_group_hooks gives them: the share listener and the groups' own configs
+        self._share_listener = None
+        self._group_config = None
+
+    # ------------------------------------------------------------------ share and streams
+    # Their managers (and modules: share/manager.py, streams/manager.py with the topology and
+    # the assignors) are made at the first request or record of such a group, so a broker that
+    # never sees one never loads them.
+
+    @property
+    def share(self):
+        """The share groups' manager (KIP-932, share/manager.py)."""
+        if self._share is None:
+            from .share.manager import ShareGroupManager
+            self._share = ShareGroupManager(self.context)
+            self._hook(self._share)
+        return self._share
+
+    @property
+    def streams(self):
+        """The streams groups' manager (KIP-1071, streams/manager.py)."""
+        if self._streams is None:
+            from .streams.manager import StreamsGroupManager
+            self._streams = self.context.streams = StreamsGroupManager(self.context)
+            self._hook(self._streams)
+        return self._streams
+
+    def set_group_hooks(self, share_listener, group_config) -> None:
+        """Who hears of share-group members leaving and share groups deleted, and where a
+        group's own configs are read (the coordinator's set_share_listener)."""
+        self._share_listener, self._group_config = share_listener, group_config
+        for manager in (self._share, self._streams):
+            if manager is not None:
+                self._hook(manager)
+
+    def unforce_streams_status(self, tag: str | None = None) -> None:
+        """End the statuses a fault forced on streams groups (none before the manager is
+        made)."""
+        if self._streams is not None:
+            self._streams.unforce_status(tag)
+
+    def _hook(self, manager) -> None:
+        if self._share_listener is not None and manager is self._share:
+            manager.listener = self._share_listener
+        if self._group_config is not None:
+            manager.group_config = self._group_config
 
     # ------------------------------------------------------------------ the state machine
     def replay(self, key: bytes, value: bytes | None, replay: bool = False,
@@ -110,8 +155,10 @@ class GroupCoordinatorShard(CoordinatorShard):
 
     def after_apply(self) -> None:
         self.consumer.settle_states()
-        self.share.settle_states()
-        self.streams.settle_states()
+        if self._share is not None:
+            self._share.settle_states()
+        if self._streams is not None:
+            self._streams.settle_states()
 
     # ------------------------------------------------------------------ loading
     def begin_loading(self) -> None:
