@@ -51,7 +51,7 @@ class HttpServer:
         self.server = None
         self.bound = None
         self.open = 0
-        #: the web console, unless console.enable is false; made when the endpoint starts
+        #: the web console, unless console.enable is false; made by _console
         self.console = None
 
     # -- lifecycle
@@ -66,9 +66,6 @@ class HttpServer:
             port = config["metrics.port"]
             if not port:
                 return
-        if self.console is None and config["console.enable"]:
-            from ..console import Console
-            self.console = Console(self.broker)
         host = config["metrics.host"]
         try:
             self.server = await asyncio.start_server(self._connection, host or None, port)
@@ -182,8 +179,16 @@ class HttpServer:
         return ("200 OK" if ready else "503 Service Unavailable"), "text/plain", \
             why.encode() + b"\n"
 
+    def _console(self):
+        """The web console (broker/console), made at the first request that is not /metrics,
+        /health or /ready, so a start never loads it; None when console.enable is false."""
+        if self.console is None and self.broker.config["console.enable"]:
+            from ..console import Console
+            self.console = Console(self.broker)
+        return self.console
+
     async def _guarded(self, method, target, path, headers, client, body):
-        console = self.console
+        console = self._console()
         is_console = console is not None and console.serves(path)
         is_faults = path == "/faults" or path.startswith("/faults/")
         is_nodes = path == "/nodes" or path.startswith("/nodes/")
