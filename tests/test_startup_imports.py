@@ -1,8 +1,8 @@
 """Start-up loads only what the configuration uses (issue 27): ``kbroker`` started with default
 settings in memory, in a fresh interpreter, up to its first ApiVersions answer, has not imported
 the modules of what it was not configured for or not asked — TLS, SASL, the console,
-prometheus-client, the share and streams group managers, the API handlers other than
-ApiVersions. An import of one of them put back on the start path fails here, naming it."""
+prometheus-client, the consumer, share and streams group managers, the API handlers other
+than ApiVersions. An import of one of them put back on the start path fails here, naming it."""
 from __future__ import annotations
 
 import json
@@ -49,6 +49,9 @@ NOT_AT_START = {
     "broker.console": "the console: at the first console request",
     "broker.metrics_export": "Prometheus series: at the first scrape",
     "prometheus_client": "Prometheus series: at the first scrape",
+    "broker.coordinator.group.consumer.manager": "consumer groups (KIP-848): at the first one",
+    "broker.coordinator.group.consumer.assignors": "consumer groups (KIP-848): at the first one",
+    "broker.coordinator.group.consumer.migration": "consumer groups (KIP-848): at the first one",
     "broker.coordinator.group.share.manager": "share groups: at the first one",
     "broker.coordinator.group.share.assignor": "share groups: at the first one",
     "broker.coordinator.group.streams.manager": "streams groups: at the first one",

@@ -157,13 +157,11 @@ class GroupCoordinator:
             GroupCoordinatorShard(p, self.config, self.clock, self.timer,
                                   self.heartbeat_purgatory, self.rebalance_purgatory,
                                   self._persist, self.topic_exists, self.stats, new_uuid,
-                                  self.topics, persist_marker)))
+                                  self.topics, persist_marker, defer)))
         #: routing, the runtime's: ``shards[p]`` owns partition p of __consumer_offsets
         self.shards = self.runtime.shards
         self.partition_for = self.runtime.partition_for
         self._partitions = self.runtime.key_partitions
-        for shard in self.shards:
-            shard.consumer.defer = defer
         self._retention_handle = None
         self._closed = False
         self._schedule_retention()
@@ -175,8 +173,7 @@ class GroupCoordinator:
         if partition is None:
             partition = self.partition_for(key)
         shard = self.shards[partition]
-        if shard.consumer.joins:
-            shard.consumer.flush_joins(key)
+        shard.flush_joins(key)
         return shard
 
     @property

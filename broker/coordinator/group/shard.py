@@ -31,7 +31,6 @@ from .classic.manager import ClassicGroupManager
 from .context import GroupContext, Stats
 from .consumer import records as crec
 from .consumer.group import ConsumerGroup
-from .consumer.manager import ConsumerGroupManager
 from .group import DEAD, EMPTY, GroupMetadata
 from .offsets import OffsetMetadataManager
 from .share import records as srec
@@ -52,7 +51,8 @@ class GroupCoordinatorShard(CoordinatorShard):
                  rebalance_purgatory: DelayedOperationPurgatory,
                  persist: Callable, topic_exists: Callable[[str, int], bool],
                  stats: Stats, new_uuid: Callable[[], object] = uuid.uuid4,
-                 topics=None, persist_marker: Callable | None = None) -> None:
+                 topics=None, persist_marker: Callable | None = None,
+                 defer: Callable | None = None) -> None:
         super().__init__(partition, clock, persist, persist_marker)
         self.config = config
         self.timer = timer
@@ -70,18 +70,36 @@ class GroupCoordinatorShard(CoordinatorShard):
             new_uuid, topics, self.groups, self.append, self.maybe_drop_transient_group)
         self.offsets = OffsetMetadataManager(context)
         self.classic = context.classic = ClassicGroupManager(context)
-        self.consumer = context.consumer = ConsumerGroupManager(context)
-        #: the share and streams groups' managers, made when first used (share, streams)
+        #: ``defer(fn)``: the consumer manager's for its bursts of joins (GroupCoordinator)
+        self._defer = defer
+        #: the managers of consumer, share and streams groups, made when first used
+        self._consumer = None
         self._share = None
         self._streams = None
         #: what set_group_hooks gives them: the share listener and the groups' own configs
         self._share_listener = None
         self._group_config = None
 
-    # ------------------------------------------------------------------ share and streams
-    # Their managers (and modules: share/manager.py, streams/manager.py with the topology and
-    # the assignors) are made at the first request or record of such a group, so a broker that
-    # never sees one never loads them.
+    # ------------------------------------------------------------ consumer, share and streams
+    # Their managers (and modules: consumer/manager.py with the assignors and the migration
+    # from and to classic groups, share/manager.py, streams/manager.py with the topology) are
+    # made at the first request or record of such a group, so a broker that never sees one
+    # never loads them. Classic groups and offsets are every broker's.
+
+    @property
+    def consumer(self):
+        """The consumer groups' manager (KIP-848, consumer/manager.py)."""
+        if self._consumer is None:
+            from .consumer.manager import ConsumerGroupManager
+            self._consumer = self.context.consumer = ConsumerGroupManager(self.context)
+            self._consumer.defer = self._defer
+        return self._consumer
+
+    def flush_joins(self, group_id: str) -> None:
+        """Answer the consumer-group joins of ``group_id`` still waiting for the end of their
+        burst (ConsumerGroupManager.queue_join)."""
+        if self._consumer is not None and self._consumer.joins:
+            self._consumer.flush_joins(group_id)
 
     @property
     def share(self):
@@ -154,7 +172,8 @@ class GroupCoordinatorShard(CoordinatorShard):
         self.offsets.replay_end_transaction(producer_id, commit)
 
     def after_apply(self) -> None:
-        self.consumer.settle_states()
+        if self._consumer is not None:
+            self._consumer.settle_states()
         if self._share is not None:
             self._share.settle_states()
         if self._streams is not None:
@@ -183,7 +202,8 @@ class GroupCoordinatorShard(CoordinatorShard):
 
     def on_unload(self, error: ErrorCode = E.NOT_COORDINATOR) -> None:
         """Drop every group, answering whoever still waits with ``error``."""
-        self.consumer.abandon_joins(error)
+        if self._consumer is not None:
+            self._consumer.abandon_joins(error)
         for group in list(self.groups.values()):
             if isinstance(group, ConsumerGroup):
                 self.consumer.unload_group(group)
