@@ -80,6 +80,9 @@ def test_a_default_start_without_the_http_port_loads_only_what_it_uses():
     modules = _modules_at_first_answer("--metrics-port", "0")
     assert _loaded_but_not_needed(modules) == {}
     assert {m for m in modules if m.startswith("broker.apis.")} == {"broker.apis.api_versions"}
+    # the listener's ASCII host goes to getaddrinfo as bytes (socket_server._listening_sockets);
+    # the HTTP port's asyncio.start_server still loads the idna codec
+    assert "encodings.idna" not in modules
     assert "broker.http.server" in modules  # the HTTP port's object exists, not serving
 
 

@@ -30,7 +30,10 @@ LISTEN_BACKLOG = 1024
 def _listening_sockets(host: str, port: int) -> list[socket.socket]:
     """Bound, listening, non-blocking sockets for every address of ``host`` (all interfaces
     when empty), as loop.create_server makes them."""
-    infos = socket.getaddrinfo(host or None, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0,
+    # an ASCII host as bytes: a str one goes through the idna codec, whose modules (stringprep,
+    # unicodedata) a start would load for nothing
+    name = (host.encode() if host.isascii() else host) if host else None
+    infos = socket.getaddrinfo(name, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0,
                                socket.AI_PASSIVE)
     socks: list[socket.socket] = []
     try:
