@@ -17,7 +17,6 @@ from .security import SASL_PROTOCOLS
 from .security.scram import ScramCredentialStore
 from .http.server import HttpServer
 from .metrics import Metrics
-from .security.authorization import Authorization
 from .network.socket_server import Server
 from .faults import Faults
 from .coordinator.group.group_configs import GroupConfigs
@@ -50,7 +49,7 @@ class Broker:
         self.clock = wall_clock_ms
         self.metrics = Metrics(self)
         #: None without authorizer.class.name: every request is allowed (one attribute check)
-        self.authorizer = Authorization.from_config(config)
+        self.authorizer = authorization(config)
         self.timer_driver = AsyncioTimerDriver(self.clock)
         self.timer = self.timer_driver.timer
         self.topics = TopicManager(config, config["log.dirs"], self.cluster)
@@ -278,6 +277,15 @@ class NoSaslListeners:
 
     def authenticator(self, conn) -> None:
         return None
+
+
+def authorization(config):
+    """Authorization (broker/security/authorization.py) with authorizer.class.name, else None:
+    a broker without an authorizer never loads it."""
+    if not config["authorizer.class.name"].strip():
+        return None
+    from .security.authorization import Authorization
+    return Authorization.from_config(config)
 
 
 def sasl_servers(broker):

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from broker.errors import ConfigError
-from broker.security import SASL_PROTOCOLS, SECURITY_PROTOCOLS, TLS_PROTOCOLS
-from broker.security.authorizer import STANDARD_AUTHORIZER
+from broker.security import SASL_PROTOCOLS, SECURITY_PROTOCOLS, STANDARD_AUTHORIZER, TLS_PROTOCOLS
 
 
 def _bool(value) -> bool:

@@ -57,6 +57,8 @@ NOT_AT_START = {
     "broker.coordinator.group.streams.manager": "streams groups: at the first one",
     "broker.coordinator.group.streams.topology": "streams groups: at the first one",
     "broker.coordinator.group.streams.assignor": "streams groups: at the first one",
+    "broker.security.authorizer": "the authorizer: only with authorizer.class.name",
+    "broker.security.authorization": "the authorizer: only with authorizer.class.name",
     "broker.security.delegation_tokens": "delegation tokens: a SASL listener or a token API",
     "broker.network.error_placement": "request faults: at the first one armed",
     "broker.cli.commands": "client commands: only `kbroker topic ...` and the like",

@@ -14,7 +14,6 @@ import errno
 import structlog
 
 from ..security import ANONYMOUS
-from ..security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from . import controls
 from .auth import CHALLENGE, BasicLogin, Caller
 from .guard import HostGuard, json_answer, json_refusal, writes_enabled
@@ -225,8 +224,7 @@ class HttpServer:
             if data is None:
                 return "413 Payload Too Large", "text/plain", b"too large\n"
             return await console.handle(method, target, data, caller)
-        if not caller.may(AclOperation.ALTER if writing else AclOperation.DESCRIBE,
-                          ResourceType.CLUSTER, CLUSTER_NAME):
+        if not caller.may_on_cluster(alter=writing):
             return json_answer("403 Forbidden", {
                 "error": "CLUSTER_AUTHORIZATION_FAILED",
                 "message": f"{caller.principal} may not "
