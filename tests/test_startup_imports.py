@@ -14,7 +14,8 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 #: runs broker.cli.main as ``python -m broker`` does; once the broker has started and answered
-#: one ApiVersions on its listener, prints the names of the modules loaded and exits
+#: one ApiVersions on its listener, prints the names of the modules loaded and of the message
+#: classes built (protocol/messages.py), and exits
 _SCRIPT = """
 import asyncio, json, os, struct, sys
 import broker.broker
@@ -30,7 +31,9 @@ async def start_then_report(self):
     size = struct.unpack(">i", await reader.readexactly(4))[0]
     assert struct.unpack_from(">ih", await reader.readexactly(size)) == (1, 0)
     writer.close()
-    print(json.dumps(sorted(sys.modules)), flush=True)
+    from protocol.messages import MESSAGES
+    print(json.dumps({"modules": sorted(sys.modules), "messages": sorted(MESSAGES._built)}),
+          flush=True)
     os._exit(0)
 
 broker.broker.Broker.start = start_then_report
@@ -66,12 +69,12 @@ NOT_AT_START = {
 }
 
 
-def _modules_at_first_answer(*args: str) -> set[str]:
+def _first_answer(*args: str) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", _SCRIPT, "--port", "0", *args], cwd=ROOT,
                          env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
-    return set(json.loads(out.stdout.splitlines()[-1]))
+    return json.loads(out.stdout.splitlines()[-1])
 
 
 def _loaded_but_not_needed(modules: set[str]) -> dict[str, str]:
@@ -80,8 +83,11 @@ def _loaded_but_not_needed(modules: set[str]) -> dict[str, str]:
 
 
 def test_a_default_start_without_the_http_port_loads_only_what_it_uses():
-    modules = _modules_at_first_answer("--metrics-port", "0")
+    seen = _first_answer("--metrics-port", "0")
+    modules = set(seen["modules"])
     assert _loaded_but_not_needed(modules) == {}
+    # message classes (and their codecs) are built for the APIs and records used, here one
+    assert seen["messages"] == ["ApiVersionsRequest", "ApiVersionsResponse"]
     assert {m for m in modules if m.startswith("broker.apis.")} == {"broker.apis.api_versions"}
     # the listener's ASCII host goes to getaddrinfo as bytes (socket_server._listening_sockets);
     # the HTTP port's asyncio.start_server still loads the idna codec
@@ -94,8 +100,7 @@ def test_a_default_start_with_the_http_port_loads_neither_console_nor_prometheus
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    modules = _modules_at_first_answer("--metrics-port", str(port))
-    assert _loaded_but_not_needed(modules) == {}
+    assert _loaded_but_not_needed(set(_first_answer("--metrics-port", str(port))["modules"])) == {}
 
 
 def test_the_check_sees_a_module_that_is_loaded():
