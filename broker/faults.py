@@ -56,19 +56,18 @@ from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 log = structlog.get_logger("broker.faults")
 
-
-def _placement():
-    """broker/network/error_placement.py, where a fault's error goes in an answer: loaded when
-    a request fault first looks at a request, not by a broker that never has one."""
-    from .network import error_placement
-    return error_placement
-
 ACTIONS = ("coordinator_load", "expire_member", "rebalance", "move_leader",
            "expire_share_locks", "streams_status")
 MATCH_KEYS = ("client_id", "group", "transactional_id", "topic", "partition", "node")
 FIELDS = ("api", "error", "count", "after", "duration_ms", "delay_ms", "action", "match",
           "member_id", "status")
 
+
+def _placement():
+    """broker/network/error_placement.py, where a fault's error goes in an answer: loaded when
+    a request fault first looks at a request, not by a broker that never has one."""
+    from .network import error_placement
+    return error_placement
 
 
 class FaultError(ValueError):
@@ -464,4 +463,3 @@ class Faults:
         runtime.load(partition, read_entries(log_))
         runtime.finish_loading(partition)
         log.info("coordinator loaded after fault", topic=topic, partition=partition)
-

@@ -84,7 +84,6 @@ def _error_name(code: int) -> str:
         return f"UNKNOWN_{code}"
 
 
-
 class Traffic:
     """Per-request counters kept as plain ints and lists (a heartbeat costs a few dict
     operations) and exported at scrape time."""
