@@ -14,11 +14,9 @@ from .partitions.fetch_sessions import MIN_FETCH_PARTITION_BYTES, FetchSessionCa
 from .coordinator.group.storage import OFFSETS_TOPIC_CONFIGS, build_coordinator, load_all
 from .coordinator.transaction.producer_ids import ProducerIdManager
 from .security import SASL_PROTOCOLS
-from .security.delegation_tokens import DelegationTokens
 from .security.scram import ScramCredentialStore
 from .http.server import HttpServer
 from .metrics import Metrics
-from .security.authorization import Authorization
 from .network.socket_server import Server
 from .faults import Faults
 from .coordinator.group.group_configs import GroupConfigs
@@ -51,7 +49,7 @@ class Broker:
         self.clock = wall_clock_ms
         self.metrics = Metrics(self)
         #: None without authorizer.class.name: every request is allowed (one attribute check)
-        self.authorizer = Authorization.from_config(config)
+        self.authorizer = authorization(config)
         self.timer_driver = AsyncioTimerDriver(self.clock)
         self.timer = self.timer_driver.timer
         self.topics = TopicManager(config, config["log.dirs"], self.cluster)
@@ -62,10 +60,8 @@ class Broker:
         added = self.scram_credentials.bootstrap(config["sasl.scram.bootstrap.credentials"])
         if added:
             log.info("SCRAM credentials added from sasl.scram.bootstrap.credentials", count=added)
-        #: delegation tokens (KIP-48), on with delegation.token.secret.key
-        self.delegation_tokens = DelegationTokens(config, self.clock)
-        self.sasl = sasl_servers(config, self.scram_credentials, self.clock,
-                                 self.delegation_tokens)
+        self._delegation_tokens = None
+        self.sasl = sasl_servers(self)
         #: cluster features (UpdateFeatures, ApiVersions)
         self.features = Features(config, config["log.dirs"], self.node_id, apis.HANDLERS)
         #: quotas of users, client ids and IPs (AlterClientQuotas) and their rates
@@ -96,6 +92,16 @@ class Broker:
         self.transactions = build_transaction_coordinator(self)
         #: the HTTP port: /metrics, /health, /ready, the console, /faults and /nodes
         self.http = HttpServer(self)
+
+    @property
+    def delegation_tokens(self):
+        """Delegation tokens (KIP-48, on with delegation.token.secret.key), made at first use:
+        at start with a SASL listener (a token login), else at the first token API, so a broker
+        without either never loads broker/security/delegation_tokens.py."""
+        if self._delegation_tokens is None:
+            from .security.delegation_tokens import DelegationTokens
+            self._delegation_tokens = DelegationTokens(self.config, self.clock)
+        return self._delegation_tokens
 
     def advertised(self, listener: str, node: int | None = None) -> tuple[str, int]:
         """(host, port) clients should use for a node (this one by default) when connected via
@@ -275,8 +281,18 @@ class NoSaslListeners:
         return None
 
 
-def sasl_servers(config, scram_store, clock, tokens):
+def authorization(config):
+    """Authorization (broker/security/authorization.py) with authorizer.class.name, else None:
+    a broker without an authorizer never loads it."""
+    if not config["authorizer.class.name"].strip():
+        return None
+    from .security.authorization import Authorization
+    return Authorization.from_config(config)
+
+
+def sasl_servers(broker):
+    config = broker.config
     if not any(p in SASL_PROTOCOLS for p in config.security_protocols.values()):
         return NoSaslListeners()
     from .security.sasl import SaslServers
-    return SaslServers(config, scram_store, clock, tokens)
+    return SaslServers(config, broker.scram_credentials, broker.clock, broker.delegation_tokens)

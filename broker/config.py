@@ -10,13 +10,11 @@ from __future__ import annotations
 import os
 import pathlib
 import re
-import tomllib
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from broker.errors import ConfigError
-from broker.security import SASL_PROTOCOLS, SECURITY_PROTOCOLS
-from broker.security.authorizer import STANDARD_AUTHORIZER
+from broker.security import SASL_PROTOCOLS, SECURITY_PROTOCOLS, STANDARD_AUTHORIZER, TLS_PROTOCOLS
 
 
 def _bool(value) -> bool:
@@ -640,7 +638,6 @@ class BrokerConfig:
     def _validate_listener_settings(self) -> None:
         """listener.name.<l>.* names a configured listener; the ssl.* settings of every TLS
         listener are sound (files are read when the listener starts)."""
-        from broker.security import tls
         names = {n for n, _, _ in self.listeners}
         for listener, mechanism, setting in self.listener_values:
             if listener not in names:
@@ -648,7 +645,8 @@ class BrokerConfig:
                 raise ConfigError(f"listener.name.{listener.lower()}.{given} names no listener "
                                   f"(listeners: {', '.join(sorted(n.lower() for n in names))})")
         for name, protocol in self.security_protocols.items():
-            if protocol in tls.TLS_PROTOCOLS:
+            if protocol in TLS_PROTOCOLS:
+                from broker.security import tls  # only with a TLS listener
                 try:
                     tls.check_settings(tls.listener_ssl_settings(self, name))
                 except ConfigError as exc:
@@ -659,6 +657,7 @@ def read_config_file(path: str) -> dict[str, object]:
     """A Kafka-style .properties file or a TOML file (flat keys or one [broker] table)."""
     text = pathlib.Path(path).read_text()
     if path.endswith(".toml"):
+        import tomllib  # only for a .toml file
         data = tomllib.loads(text)
         data = data.get("broker", data)
         return {k: v for k, v in data.items()}

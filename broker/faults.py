@@ -52,8 +52,6 @@ import structlog
 
 from protocol.errors import ErrorCode
 
-from .network.error_placement import (answer_error, carries_error, names_match, names_of,
-                                    shape_of)
 from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 log = structlog.get_logger("broker.faults")
@@ -64,6 +62,12 @@ MATCH_KEYS = ("client_id", "group", "transactional_id", "topic", "partition", "n
 FIELDS = ("api", "error", "count", "after", "duration_ms", "delay_ms", "action", "match",
           "member_id", "status")
 
+
+def _placement():
+    """broker/network/error_placement.py, where a fault's error goes in an answer: loaded when
+    a request fault first looks at a request, not by a broker that never has one."""
+    from .network import error_placement
+    return error_placement
 
 
 class FaultError(ValueError):
@@ -233,7 +237,7 @@ class Faults:
             self.armed.remove(fault)
         if fault.action == "streams_status":
             for shard in self.broker.coordinator.shards:
-                shard.streams.unforce_status(f"fault {fault.id}")
+                shard.unforce_streams_status(f"fault {fault.id}")
         return True
 
     def clear(self) -> int:
@@ -242,7 +246,7 @@ class Faults:
         self.armed.clear()
         self.history.clear()
         for shard in self.broker.coordinator.shards:
-            shard.streams.unforce_status()
+            shard.unforce_streams_status()
         return n
 
     # -- the request path
@@ -252,6 +256,7 @@ class Faults:
         (answered it, will answer it, or closed the connection)."""
         handler = req.handler
         now = self.broker.clock()
+        placement = _placement()
         names = None
         for fault in list(self.armed):
             if fault.expires_ms is not None and now >= fault.expires_ms:
@@ -267,12 +272,13 @@ class Faults:
                     continue
                 if len(match) > ("client_id" in match) + ("node" in match):
                     if names is None:
-                        names = names_of(request, shape_of(handler, req.api_version)
-                                         .request_arrays, self.broker.topics)
-                    if not names_match(match, names):
+                        names = placement.names_of(
+                            request, placement.shape_of(handler, req.api_version).request_arrays,
+                            self.broker.topics)
+                    if not placement.names_match(match, names):
                         continue
-            if fault.error is not None and not carries_error(
-                    shape_of(handler, req.api_version), request):
+            if fault.error is not None and not placement.carries_error(
+                    placement.shape_of(handler, req.api_version), request):
                 continue  # no place in this answer for the error (Metadata of all topics)
             fault.seen += 1
             if fault.seen <= fault.after:
@@ -307,9 +313,9 @@ class Faults:
 
     def _answer_error(self, fault: Fault, conn, req, request, respond) -> None:
         name = fault.error.name
-        answer_error(self.broker, conn, req, request, respond, fault.error, fault.match,
-                     f"fault {fault.id}: {name}",
-                     f"fault {fault.id}: {name} on a request without answer")
+        _placement().answer_error(self.broker, conn, req, request, respond, fault.error,
+                                  fault.match, f"fault {fault.id}: {name}",
+                                  f"fault {fault.id}: {name} on a request without answer")
 
     # -- logging and counting
 
@@ -457,4 +463,3 @@ class Faults:
         runtime.load(partition, read_entries(log_))
         runtime.finish_loading(partition)
         log.info("coordinator loaded after fault", topic=topic, partition=partition)
-

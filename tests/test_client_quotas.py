@@ -145,7 +145,7 @@ def test_quota_rates_are_scraped_with_kafkas_names():
 
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from broker.metrics import BrokerStateCollector
+    from broker.metrics_export import BrokerStateCollector
     now = [0]
     quotas = ClientQuotas(None)
     broker = SimpleNamespace(client_quotas=quotas, clock=lambda: now[0])
@@ -236,7 +236,7 @@ def test_controller_mutation_throttle_is_scraped():
 
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from broker.metrics import BrokerStateCollector
+    from broker.metrics_export import BrokerStateCollector
     quotas = ClientQuotas(None)
     put(quotas.store, "controller_mutation_rate", 1.0, client_id="c")
     quota = quotas.mutation.quota_for("ANONYMOUS", "c", False, 10 ** 9)

@@ -19,8 +19,9 @@ import pytest
 from broker.cli import build_parser, resolve_config
 from broker.config import BrokerConfig
 from broker.http.guard import HostGuard, writes_enabled
-from broker.security.authorizer import (STANDARD_AUTHORIZER, AclBinding, AclOperation,
-                                        AclPermissionType, PatternType, ResourceType)
+from broker.security import STANDARD_AUTHORIZER
+from broker.security.authorizer import (AclBinding, AclOperation, AclPermissionType, PatternType,
+                                        ResourceType)
 from broker.testing.embedded import EmbeddedBroker
 from tests.support import unique
 

@@ -207,7 +207,7 @@ def handle(broker, ctx, request, respond) -> None:
     context = broker.fetch_sessions.new_context(
         version, request.session_id, request.session_epoch, replica_id >= 0, fetch_data,
         forgotten)
-    broker.metrics.fetch_kind[context.kind].inc()
+    broker.metrics.fetch_kind(context.kind)
     uncommitted = request.isolation_level == 0
     topics = broker.topics
     topics_version = topics.version

@@ -16,7 +16,6 @@ from protocol.records import CorruptRecordError, iter_batches
 
 from ..config import SECRET_SETTINGS, SETTINGS
 from ..topic_configs import TOPIC_CONFIGS
-from ..coordinator.group.consumer.group import ConsumerGroup
 from ..log.base import OffsetOutOfRange
 from ..topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
@@ -674,11 +673,9 @@ def broker_view(broker, rates: RequestRates, query: dict, actions: bool) -> dict
     for (api, _version), n in broker.metrics.traffic.requests.items():
         totals[api] = totals.get(api, 0) + n
     errors: dict = {}
-    for metric in broker.metrics.errors.collect():
-        for sample in metric.samples:
-            if sample.name.endswith("_total") and sample.value:
-                api = sample.labels["api"]
-                errors.setdefault(api, {})[sample.labels["error"]] = int(sample.value)
+    for (api, _code, error), n in list(broker.metrics.errors.values.items()):
+        if n:
+            errors.setdefault(api, {})[error] = int(n)
     per_second = rates.rates(totals)
     apis = [{"api": api, "requests": n, "per_second": per_second.get(api, 0.0),
              "errors": errors.get(api, {})} for api, n in sorted(totals.items())]

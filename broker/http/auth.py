@@ -39,6 +39,14 @@ class Caller:
         auth = self.authorization
         return auth is None or auth.allowed(self, op, rtype, name)
 
+    def may_on_cluster(self, alter: bool) -> bool:
+        """ALTER (else DESCRIBE) on the cluster: what /faults and /nodes ask."""
+        auth = self.authorization
+        if auth is None:
+            return True
+        from ..security.authorizer import AclOperation  # with an authorizer only
+        return auth.cluster(self, AclOperation.ALTER if alter else AclOperation.DESCRIBE)
+
     def predicate(self, op, rtype):
         """``name -> allowed``, each name decided once."""
         auth = self.authorization

@@ -12,11 +12,8 @@ import asyncio
 import errno
 
 import structlog
-from prometheus_client import generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from ..security import ANONYMOUS
-from ..security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from . import controls
 from .auth import CHALLENGE, BasicLogin, Caller
 from .guard import HostGuard, json_answer, json_refusal, writes_enabled
@@ -53,11 +50,8 @@ class HttpServer:
         self.server = None
         self.bound = None
         self.open = 0
-        #: the web console, unless console.enable is false
+        #: the web console, unless console.enable is false; made by _console
         self.console = None
-        if config["console.enable"]:
-            from ..console import Console
-            self.console = Console(broker)
 
     # -- lifecycle
 
@@ -66,11 +60,12 @@ class HttpServer:
         broker or another exporter on the same machine holds the port), one warning says which
         setting to change and the broker runs without it. ``port`` 0 from a caller (the
         embedded broker) binds a free port; metrics.port 0 turns the endpoint off."""
+        config = self.broker.config
         if port is None:
-            port = self.broker.config["metrics.port"]
+            port = config["metrics.port"]
             if not port:
                 return
-        host = self.broker.config["metrics.host"]
+        host = config["metrics.host"]
         try:
             self.server = await asyncio.start_server(self._connection, host or None, port)
         except OSError as exc:
@@ -176,15 +171,23 @@ class HttpServer:
 
     def _open(self, path: str):
         if path == "/metrics":
-            return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.broker.metrics.registry)
+            return ("200 OK", *self.broker.metrics.exposition())
         if path == "/health":
             return "200 OK", "text/plain", b"ok\n"
         ready, why = self.readiness()
         return ("200 OK" if ready else "503 Service Unavailable"), "text/plain", \
             why.encode() + b"\n"
 
+    def _console(self):
+        """The web console (broker/console), made at the first request that is not /metrics,
+        /health or /ready, so a start never loads it; None when console.enable is false."""
+        if self.console is None and self.broker.config["console.enable"]:
+            from ..console import Console
+            self.console = Console(self.broker)
+        return self.console
+
     async def _guarded(self, method, target, path, headers, client, body):
-        console = self.console
+        console = self._console()
         is_console = console is not None and console.serves(path)
         is_faults = path == "/faults" or path.startswith("/faults/")
         is_nodes = path == "/nodes" or path.startswith("/nodes/")
@@ -221,8 +224,7 @@ class HttpServer:
             if data is None:
                 return "413 Payload Too Large", "text/plain", b"too large\n"
             return await console.handle(method, target, data, caller)
-        if not caller.may(AclOperation.ALTER if writing else AclOperation.DESCRIBE,
-                          ResourceType.CLUSTER, CLUSTER_NAME):
+        if not caller.may_on_cluster(alter=writing):
             return json_answer("403 Forbidden", {
                 "error": "CLUSTER_AUTHORIZATION_FAILED",
                 "message": f"{caller.principal} may not "

@@ -25,7 +25,7 @@ import time
 
 import structlog
 
-from broker.security import ANONYMOUS, SASL_PROTOCOLS, tls
+from broker.security import ANONYMOUS, SASL_PROTOCOLS, TLS_PROTOCOLS
 from protocol.framing import read_request_header, response_header
 from protocol.messages import ApiVersionsResponse
 from protocol.schema import DecodeError
@@ -188,12 +188,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.security_protocol == "SSL":  # the handshake is over: who the certificate names
             self.server.tls[self.listener].authenticate(self, transport)
 
-    def connection_lost(self, exc) -> None:
-        if not self.closed and self.transport is not None and tls.is_tls_error(exc):
-            # a TLS record that does not decrypt, an alert from the client, ...
+    def _tls_lost(self, exc) -> None:
+        """A TLS connection lost to a TLS error (a record that does not decrypt, an alert from
+        the client, ...) is logged and counted; a plain close is not."""
+        from broker.security import tls  # loaded with the TLS listeners (Server.start_tls)
+        if tls.is_tls_error(exc):
             log.warning("closing connection", peer=self.peer, listener=self.listener,
                         reason=tls.tls_error(exc))
             self.broker.metrics.connection_rejected("TLS error")
+
+    def connection_lost(self, exc) -> None:
+        if (exc is not None and not self.closed and self.transport is not None
+                and self.security_protocol in TLS_PROTOCOLS):
+            self._tls_lost(exc)
         self.closed = True
         server = self.server
         made = self in server.connections

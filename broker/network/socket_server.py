@@ -13,13 +13,12 @@ from typing import Callable
 
 import structlog
 
-from broker.security import tls
+from broker.security import TLS_PROTOCOLS
 
 from . import process_tuning
 from .connection import KafkaConnection
 from .connection_quotas import ConnectionQuotas, LimitLog, resolve_ip_overrides
 from .memory_pool import AnswerBudget, MemoryPool
-from .tls_handshake import PendingTls
 
 log = structlog.get_logger("broker.server")
 
@@ -31,7 +30,10 @@ LISTEN_BACKLOG = 1024
 def _listening_sockets(host: str, port: int) -> list[socket.socket]:
     """Bound, listening, non-blocking sockets for every address of ``host`` (all interfaces
     when empty), as loop.create_server makes them."""
-    infos = socket.getaddrinfo(host or None, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0,
+    # an ASCII host as bytes: a str one goes through the idna codec, whose modules (stringprep,
+    # unicodedata) a start would load for nothing
+    name = (host.encode() if host.isascii() else host) if host else None
+    infos = socket.getaddrinfo(name, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0,
                                socket.AI_PASSIVE)
     socks: list[socket.socket] = []
     try:
@@ -93,13 +95,14 @@ class Server:
         #: reads at most what is left (AnswerBudget.fetch_budget)
         self.answer_budget = AnswerBudget(config["queued.max.response.bytes"], broker.metrics,
                                           self.limit_log)
-        #: SSL and SASL_SSL listeners' TLS (broker/security/tls.py), by listener name
-        self.tls: dict[str, tls.ListenerTls] = {}
-        #: TLS connections whose handshake is not over (PendingTls)
-        self.handshaking: set[PendingTls] = set()
+        #: SSL and SASL_SSL listeners' TLS (broker/security/tls.py ListenerTls), by listener
+        #: name; set by start_tls
+        self.tls: dict = {}
+        #: TLS connections whose handshake is not over (tls_handshake.PendingTls)
+        self.handshaking: set = set()
         #: what every TLS connection reads its socket into (tls.ServerTlsProtocol)
         self.tls_read_buffer: memoryview | None = None
-        self.handshake_timeout_s = tls.handshake_timeout_s(config)
+        self.handshake_timeout_s = 0.0
         self.loop = None
         #: told of each client connection that closed, with its KafkaConnection, however it
         #: closed (Kafka's ConnectionDisconnectListener: share sessions end with theirs)
@@ -122,15 +125,23 @@ class Server:
         process_tuning.raise_open_files_limit()
         self.quotas.overrides = resolve_ip_overrides(
             self.broker.config["max.connections.per.ip.overrides"])
-        self.tls = tls.listener_contexts(self.broker.config)
+        self.start_tls()
         self.loop = loop
-        if self.tls:
-            self.tls_read_buffer = memoryview(
-                bytearray(tls.ServerTlsProtocol.max_size))
         cluster = self.broker.cluster
         for index, node in enumerate(cluster.node_ids):
             self._listen(loop, node, index)
         self.schedule_idle_check()
+
+    def start_tls(self) -> None:
+        """The TLS of the SSL and SASL_SSL listeners. The only place the network layer loads
+        broker/security/tls.py, so a broker without TLS listeners never imports it."""
+        config = self.broker.config
+        if not any(p in TLS_PROTOCOLS for p in config.security_protocols.values()):
+            return
+        from broker.security import tls
+        self.tls = tls.listener_contexts(config)
+        self.tls_read_buffer = memoryview(bytearray(tls.ServerTlsProtocol.max_size))
+        self.handshake_timeout_s = tls.handshake_timeout_s(config)
 
     def _listen(self, loop, node: int, index: int) -> None:
         """Open ``node``'s listeners: port + index of each configured port (an ephemeral port
@@ -232,6 +243,7 @@ class Server:
                 continue
             listener_tls = self.tls.get(listener)
             if listener_tls is not None:
+                from .tls_handshake import PendingTls  # TLS listeners only
                 protocol = PendingTls(self, listener, node, listener_tls, address,
                                       loop.time() + self.handshake_timeout_s)
                 self.handshaking.add(protocol)
@@ -266,10 +278,10 @@ class Server:
             await loop.connect_accepted_socket(lambda: protocol, conn)
         except Exception as exc:  # noqa: BLE001 - one bad socket must not stop accepting
             log.warning("accepting a connection failed", peer=host, error=str(exc))
-            if isinstance(protocol, PendingTls):
-                protocol.abandon()
-            else:
+            if isinstance(protocol, KafkaConnection):
                 self.uncount(protocol)
+            else:  # a TLS handshake (tls_handshake.PendingTls)
+                protocol.abandon()
             conn.close()
 
     @staticmethod

@@ -11,6 +11,10 @@ from typing import NamedTuple
 #: Kafka's four security protocols (org.apache.kafka.common.security.auth.SecurityProtocol)
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+#: the protocols whose listeners speak TLS (broker/security/tls.py)
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+#: Kafka's class name for the authorizer (authorizer.class.name, broker/security/authorizer.py)
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
 class KafkaPrincipal(NamedTuple):

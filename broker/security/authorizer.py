@@ -17,8 +17,6 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Iterable, NamedTuple
 
-#: Kafka's class name for this authorizer (authorizer.class.name)
-STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
 #: the one name of the CLUSTER resource (Kafka's Resource.CLUSTER_NAME)

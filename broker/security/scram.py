@@ -9,6 +9,7 @@ in the form of ``kafka-storage format --add-scram``.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import json
@@ -109,12 +110,19 @@ _SASLNAME = r"(?:[\x01-\x2b\x2d-\x3c\x3e-\x7f]|=2C|=3D)+"
 _B64C = r"[a-zA-Z0-9/+]"
 _BASE64 = rf"(?:{_B64C}{{4}})*(?:{_B64C}{{3}}=|{_B64C}{{2}}==)?"
 _EXTENSIONS = rf"(?:,[A-Za-z]+={_VALUE})*"
-_CLIENT_FIRST = re.compile(
-    rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,(?P<bare>(?:m={_VALUE},)?n=(?P<saslname>{_SASLNAME}),"
-    rf"r=(?P<nonce>{_PRINTABLE})(?P<extensions>{_EXTENSIONS}))")
-_CLIENT_FINAL = re.compile(
-    rf"(?P<without_proof>c=(?P<channel>{_BASE64}),r=(?P<nonce>{_PRINTABLE}){_EXTENSIONS}),"
-    rf"p=(?P<proof>{_BASE64})")
+
+
+@functools.cache
+def _client_messages() -> tuple[re.Pattern, re.Pattern]:
+    """The client-first and client-final patterns, compiled at the first SCRAM exchange (a
+    broker without SASL listeners never needs them)."""
+    first = re.compile(
+        rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,(?P<bare>(?:m={_VALUE},)?n=(?P<saslname>{_SASLNAME}),"
+        rf"r=(?P<nonce>{_PRINTABLE})(?P<extensions>{_EXTENSIONS}))")
+    final = re.compile(
+        rf"(?P<without_proof>c=(?P<channel>{_BASE64}),r=(?P<nonce>{_PRINTABLE}){_EXTENSIONS}),"
+        rf"p=(?P<proof>{_BASE64})")
+    return first, final
 
 
 def _extensions(text: str) -> dict[str, str]:
@@ -166,7 +174,7 @@ class ScramServer:
             raise
 
     def _client_first(self, response: bytes) -> bytes:
-        match = _CLIENT_FIRST.fullmatch(response.decode("utf-8", "replace"))
+        match = _client_messages()[0].fullmatch(response.decode("utf-8", "replace"))
         if match is None:
             raise SaslError("Invalid SCRAM client first message format")
         extensions = _extensions(match["extensions"])
@@ -203,7 +211,7 @@ class ScramServer:
         return self.server_first.encode()
 
     def _client_final(self, response: bytes) -> bytes:
-        match = _CLIENT_FINAL.fullmatch(response.decode("utf-8", "replace"))
+        match = _client_messages()[1].fullmatch(response.decode("utf-8", "replace"))
         if match is None:
             raise SaslError("Invalid SCRAM client final message format")
         if match["nonce"] != self.nonce:

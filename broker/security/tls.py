@@ -30,12 +30,11 @@ import structlog
 
 from broker.errors import ConfigError
 
-from . import ANONYMOUS, KafkaPrincipal
+from . import ANONYMOUS, TLS_PROTOCOLS, KafkaPrincipal
 
 log = structlog.get_logger("broker.security")
 
 #: the security protocols whose listeners speak TLS
-TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 #: a TLS record's header: content type, protocol version, length of what follows
 RECORD_HEADER = 5
 #: the content type of a handshake record (a ClientHello comes in one)

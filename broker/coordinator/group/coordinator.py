@@ -179,13 +179,11 @@ class GroupCoordinator:
             GroupCoordinatorShard(p, self.config, self.clock, self.timer,
                                   self.heartbeat_purgatory, self.rebalance_purgatory,
                                   self._persist, self.topic_exists, self.stats, new_uuid,
-                                  self.topics, persist_marker)))
+                                  self.topics, persist_marker, defer)))
         #: routing, the runtime's: ``shards[p]`` owns partition p of __consumer_offsets
         self.shards = self.runtime.shards
         self.partition_for = self.runtime.partition_for
         self._partitions = self.runtime.key_partitions
-        for shard in self.shards:
-            shard.consumer.joins.defer = defer
         self._retention_handle = None
         self._closed = False
         self._schedule_retention()
@@ -197,8 +195,7 @@ class GroupCoordinator:
         if partition is None:
             partition = self.partition_for(key)
         shard = self.shards[partition]
-        if shard.consumer.joins.waiting:
-            shard.consumer.joins.flush(key)
+        shard.flush_joins(key)
         return shard
 
     @property
@@ -210,9 +207,7 @@ class GroupCoordinator:
         share partitions, share/leader.py), and where a group's own configs are read
         (``group_config(group_id) -> mapping``, group_configs.py)."""
         for shard in self.shards:
-            shard.share.listener = listener
-            shard.share.group_config = group_config
-            shard.streams.group_config = group_config
+            shard.set_group_hooks(listener, group_config)
 
     def _persist(self, partition: int, records: list, on_done, **kwargs) -> None:
         self.persist(partition, records, on_done, **kwargs)

@@ -53,15 +53,17 @@ class RecordFormats:
     """The key and value messages of one modern group type's records (consumer, share and
     streams groups: a record type, then a version-0 key; a version-0 value), by record type."""
 
-    def __init__(self, kind: str, keys: dict, values: dict) -> None:
+    def __init__(self, kind: str, keys: dict[int, str], values: dict[int, str]) -> None:
         self.kind = kind            # "consumer group", ... as the errors name it
+        #: the key and value messages' names, by record type: their classes are built when a
+        #: record of the type is first read or written (protocol/messages.py), not at import
         self.keys = keys
         self.values = values
         self.types = frozenset(keys)
 
     def decode_key(self, record_type: int, key: bytes):
         try:
-            return self.keys[record_type].decode(key, 0, 2)
+            return m.MESSAGES[self.keys[record_type]].decode(key, 0, 2)
         except Exception as exc:
             raise RecordError(f"bad {self.kind} key of type {record_type}: {exc}") from exc
 
@@ -69,15 +71,15 @@ class RecordFormats:
         if len(value) < 2:
             raise RecordError(f"{self.kind} value shorter than its version")
         try:
-            return self.values[record_type].decode(value, 0, 2, exact=False)
+            return m.MESSAGES[self.values[record_type]].decode(value, 0, 2, exact=False)
         except Exception as exc:
             raise RecordError(f"bad {self.kind} value of type {record_type}: {exc}") from exc
 
     def key(self, record_type: int, **fields) -> bytes:
-        return _INT16.pack(record_type) + self.keys[record_type](**fields).encode(0)
+        return _INT16.pack(record_type) + m.MESSAGES[self.keys[record_type]](**fields).encode(0)
 
     def value(self, record_type: int, **fields) -> bytes:
-        return _VERSION_0 + self.values[record_type](**fields).encode(0)
+        return _VERSION_0 + m.MESSAGES[self.values[record_type]](**fields).encode(0)
 
 
 # --------------------------------------------------------------------------- keys

@@ -32,15 +32,12 @@ from .classic.manager import ClassicGroupManager
 from .context import GroupContext, Stats
 from .consumer import records as crec
 from .consumer.group import ConsumerGroup
-from .consumer.manager import ConsumerGroupManager
 from .group import DEAD, EMPTY, GroupMetadata
 from .offsets import OffsetMetadataManager, revive
 from .share import records as srec
 from .share.group import ShareGroup
-from .share.manager import ShareGroupManager
 from .streams import records as strec
 from .streams.group import StreamsGroup
-from .streams.manager import StreamsGroupManager
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -55,7 +52,8 @@ class GroupCoordinatorShard(CoordinatorShard):
                  rebalance_purgatory: DelayedOperationPurgatory,
                  persist: Callable, topic_exists: Callable[[str, int], bool],
                  stats: Stats, new_uuid: Callable[[], object] = uuid.uuid4,
-                 topics=None, persist_marker: Callable | None = None) -> None:
+                 topics=None, persist_marker: Callable | None = None,
+                 defer: Callable | None = None) -> None:
         super().__init__(partition, clock, persist, persist_marker)
         self.config = config
         self.timer = timer
@@ -73,9 +71,74 @@ class GroupCoordinatorShard(CoordinatorShard):
             new_uuid, topics, self.groups, self.append, self.maybe_drop_transient_group)
         self.offsets = OffsetMetadataManager(context)
         self.classic = context.classic = ClassicGroupManager(context)
-        self.consumer = context.consumer = ConsumerGroupManager(context)
-        self.share = ShareGroupManager(context)
-        self.streams = context.streams = StreamsGroupManager(context)
+        #: ``defer(fn)``: the consumer manager's for its bursts of joins (GroupCoordinator)
+        self._defer = defer
+        #: the managers of consumer, share and streams groups, made when first used
+        self._consumer = None
+        self._share = None
+        self._streams = None
+        #: what set_group_hooks gives them: the share listener and the groups' own configs
+        self._share_listener = None
+        self._group_config = None
+
+    # ------------------------------------------------------------ consumer, share and streams
+    # Their managers (and modules: consumer/manager.py with the assignors and the migration
+    # from and to classic groups, share/manager.py, streams/manager.py with the topology) are
+    # made at the first request or record of such a group, so a broker that never sees one
+    # never loads them. Classic groups and offsets are every broker's.
+
+    @property
+    def consumer(self):
+        """The consumer groups' manager (KIP-848, consumer/manager.py)."""
+        if self._consumer is None:
+            from .consumer.manager import ConsumerGroupManager
+            self._consumer = self.context.consumer = ConsumerGroupManager(self.context)
+            self._consumer.joins.defer = self._defer
+        return self._consumer
+
+    def flush_joins(self, group_id: str) -> None:
+        """Answer the consumer-group joins of ``group_id`` still waiting for the end of their
+        burst (consumer/join_bursts.py JoinBursts.queue)."""
+        if self._consumer is not None and self._consumer.joins.waiting:
+            self._consumer.joins.flush(group_id)
+
+    @property
+    def share(self):
+        """The share groups' manager (KIP-932, share/manager.py)."""
+        if self._share is None:
+            from .share.manager import ShareGroupManager
+            self._share = ShareGroupManager(self.context)
+            self._hook(self._share)
+        return self._share
+
+    @property
+    def streams(self):
+        """The streams groups' manager (KIP-1071, streams/manager.py)."""
+        if self._streams is None:
+            from .streams.manager import StreamsGroupManager
+            self._streams = self.context.streams = StreamsGroupManager(self.context)
+            self._hook(self._streams)
+        return self._streams
+
+    def set_group_hooks(self, share_listener, group_config) -> None:
+        """Who hears of share-group members leaving and share groups deleted, and where a
+        group's own configs are read (the coordinator's set_share_listener)."""
+        self._share_listener, self._group_config = share_listener, group_config
+        for manager in (self._share, self._streams):
+            if manager is not None:
+                self._hook(manager)
+
+    def unforce_streams_status(self, tag: str | None = None) -> None:
+        """End the statuses a fault forced on streams groups (none before the manager is
+        made)."""
+        if self._streams is not None:
+            self._streams.unforce_status(tag)
+
+    def _hook(self, manager) -> None:
+        if self._share_listener is not None and manager is self._share:
+            manager.listener = self._share_listener
+        if self._group_config is not None:
+            manager.group_config = self._group_config
 
     # ------------------------------------------------------------------ the state machine
     def replay(self, key: bytes, value: bytes | None, replay: bool = False,
@@ -110,9 +173,12 @@ class GroupCoordinatorShard(CoordinatorShard):
         self.offsets.replay_end_transaction(producer_id, commit)
 
     def after_apply(self) -> None:
-        self.consumer.settle_states()
-        self.share.settle_states()
-        self.streams.settle_states()
+        if self._consumer is not None:
+            self._consumer.settle_states()
+        if self._share is not None:
+            self._share.settle_states()
+        if self._streams is not None:
+            self._streams.settle_states()
 
     # ------------------------------------------------------------------ loading
     def begin_loading(self) -> None:
@@ -137,7 +203,8 @@ class GroupCoordinatorShard(CoordinatorShard):
 
     def on_unload(self, error: ErrorCode = E.NOT_COORDINATOR) -> None:
         """Drop every group, answering whoever still waits with ``error``."""
-        self.consumer.joins.abandon(error)
+        if self._consumer is not None:
+            self._consumer.joins.abandon(error)
         for group in list(self.groups.values()):
             if isinstance(group, ConsumerGroup):
                 self.consumer.unload_group(group)

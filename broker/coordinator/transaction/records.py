@@ -17,7 +17,6 @@ from .metadata import TransactionState, TxnTransit
 KEY_VERSION = 0
 VALUE_VERSION = 1
 _INT16 = struct.Struct(">h")
-_Partitions = m.TransactionLogValue.PartitionsSchema
 
 
 class TransactionRecordError(ValueError):
@@ -45,8 +44,9 @@ def value(transit: TxnTransit) -> bytes:
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(transit.partitions):
         by_topic.setdefault(topic, []).append(partition)
+    schema = m.TransactionLogValue.PartitionsSchema
     partitions = None if transit.state is TransactionState.EMPTY else [
-        _Partitions(topic=t, partition_ids=ps) for t, ps in by_topic.items()]
+        schema(topic=t, partition_ids=ps) for t, ps in by_topic.items()]
     body = m.TransactionLogValue(
         producer_id=transit.producer_id, previous_producer_id=transit.prev_producer_id,
         next_producer_id=transit.next_producer_id, producer_epoch=transit.producer_epoch,

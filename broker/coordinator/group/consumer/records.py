@@ -34,22 +34,22 @@ CURRENT_MEMBER_ASSIGNMENT = 8
 REGULAR_EXPRESSION = 16
 
 _KEYS = {
-    GROUP_METADATA: m.ConsumerGroupMetadataKey,
-    PARTITION_METADATA: m.ConsumerGroupPartitionMetadataKey,
-    MEMBER_METADATA: m.ConsumerGroupMemberMetadataKey,
-    TARGET_ASSIGNMENT_METADATA: m.ConsumerGroupTargetAssignmentMetadataKey,
-    TARGET_ASSIGNMENT_MEMBER: m.ConsumerGroupTargetAssignmentMemberKey,
-    CURRENT_MEMBER_ASSIGNMENT: m.ConsumerGroupCurrentMemberAssignmentKey,
-    REGULAR_EXPRESSION: m.ConsumerGroupRegularExpressionKey,
+    GROUP_METADATA: "ConsumerGroupMetadataKey",
+    PARTITION_METADATA: "ConsumerGroupPartitionMetadataKey",
+    MEMBER_METADATA: "ConsumerGroupMemberMetadataKey",
+    TARGET_ASSIGNMENT_METADATA: "ConsumerGroupTargetAssignmentMetadataKey",
+    TARGET_ASSIGNMENT_MEMBER: "ConsumerGroupTargetAssignmentMemberKey",
+    CURRENT_MEMBER_ASSIGNMENT: "ConsumerGroupCurrentMemberAssignmentKey",
+    REGULAR_EXPRESSION: "ConsumerGroupRegularExpressionKey",
 }
 _VALUES = {
-    GROUP_METADATA: m.ConsumerGroupMetadataValue,
-    PARTITION_METADATA: m.ConsumerGroupPartitionMetadataValue,
-    MEMBER_METADATA: m.ConsumerGroupMemberMetadataValue,
-    TARGET_ASSIGNMENT_METADATA: m.ConsumerGroupTargetAssignmentMetadataValue,
-    TARGET_ASSIGNMENT_MEMBER: m.ConsumerGroupTargetAssignmentMemberValue,
-    CURRENT_MEMBER_ASSIGNMENT: m.ConsumerGroupCurrentMemberAssignmentValue,
-    REGULAR_EXPRESSION: m.ConsumerGroupRegularExpressionValue,
+    GROUP_METADATA: "ConsumerGroupMetadataValue",
+    PARTITION_METADATA: "ConsumerGroupPartitionMetadataValue",
+    MEMBER_METADATA: "ConsumerGroupMemberMetadataValue",
+    TARGET_ASSIGNMENT_METADATA: "ConsumerGroupTargetAssignmentMetadataValue",
+    TARGET_ASSIGNMENT_MEMBER: "ConsumerGroupTargetAssignmentMemberValue",
+    CURRENT_MEMBER_ASSIGNMENT: "ConsumerGroupCurrentMemberAssignmentValue",
+    REGULAR_EXPRESSION: "ConsumerGroupRegularExpressionValue",
 }
 _FORMATS = RecordFormats("consumer group", _KEYS, _VALUES)
 RECORD_TYPES = _FORMATS.types

@@ -100,3 +100,15 @@ class ShareGroup:
     def __repr__(self) -> str:
         return (f"<ShareGroup {self.group_id} {self.state.value} epoch={self.group_epoch} "
                 f"members={len(self.members)}>")
+
+
+class ShareGroupListener:
+    """What the share partitions at the leader hear of membership (Kafka's ShareGroupListener):
+    a member that left or was fenced gives its acquired records back; a deleted group loses
+    its share-partition state."""
+
+    def on_member_left(self, group_id: str, member_id: str) -> None:
+        pass
+
+    def on_group_deleted(self, group_id: str) -> None:
+        pass

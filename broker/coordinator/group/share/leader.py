@@ -18,7 +18,7 @@ import structlog
 
 from ...common.timer import CoordinatorTimer
 from ..group_configs import reset_duration_ms
-from .manager import ShareGroupListener
+from .group import ShareGroupListener
 from .partition import SharePartition
 from .sessions import ShareSessionCache
 

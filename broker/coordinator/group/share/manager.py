@@ -28,7 +28,7 @@ from ..context import GroupContext
 from ..group import DEAD
 from . import records as srec
 from .assignor import assign
-from .group import ASSIGNOR_NAME, LEAVE_GROUP_MEMBER_EPOCH, ShareGroup
+from .group import ASSIGNOR_NAME, LEAVE_GROUP_MEMBER_EPOCH, ShareGroup, ShareGroupListener
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -42,18 +42,6 @@ def _invalid(message: str) -> GroupError:
 
 def _empty(value: str | None) -> bool:
     return value is not None and value.strip() == ""
-
-
-class ShareGroupListener:
-    """What the share partitions at the leader hear of membership (Kafka's ShareGroupListener):
-    a member that left or was fenced gives its acquired records back; a deleted group loses
-    its share-partition state."""
-
-    def on_member_left(self, group_id: str, member_id: str) -> None:
-        pass
-
-    def on_group_deleted(self, group_id: str) -> None:
-        pass
 
 
 class ShareGroupManager:

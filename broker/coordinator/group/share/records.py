@@ -32,20 +32,20 @@ CURRENT_MEMBER_ASSIGNMENT = 14
 STATE_PARTITION_METADATA = 15
 
 _KEYS = {
-    MEMBER_METADATA: m.ShareGroupMemberMetadataKey,
-    GROUP_METADATA: m.ShareGroupMetadataKey,
-    TARGET_ASSIGNMENT_METADATA: m.ShareGroupTargetAssignmentMetadataKey,
-    TARGET_ASSIGNMENT_MEMBER: m.ShareGroupTargetAssignmentMemberKey,
-    CURRENT_MEMBER_ASSIGNMENT: m.ShareGroupCurrentMemberAssignmentKey,
-    STATE_PARTITION_METADATA: m.ShareGroupStatePartitionMetadataKey,
+    MEMBER_METADATA: "ShareGroupMemberMetadataKey",
+    GROUP_METADATA: "ShareGroupMetadataKey",
+    TARGET_ASSIGNMENT_METADATA: "ShareGroupTargetAssignmentMetadataKey",
+    TARGET_ASSIGNMENT_MEMBER: "ShareGroupTargetAssignmentMemberKey",
+    CURRENT_MEMBER_ASSIGNMENT: "ShareGroupCurrentMemberAssignmentKey",
+    STATE_PARTITION_METADATA: "ShareGroupStatePartitionMetadataKey",
 }
 _VALUES = {
-    MEMBER_METADATA: m.ShareGroupMemberMetadataValue,
-    GROUP_METADATA: m.ShareGroupMetadataValue,
-    TARGET_ASSIGNMENT_METADATA: m.ShareGroupTargetAssignmentMetadataValue,
-    TARGET_ASSIGNMENT_MEMBER: m.ShareGroupTargetAssignmentMemberValue,
-    CURRENT_MEMBER_ASSIGNMENT: m.ShareGroupCurrentMemberAssignmentValue,
-    STATE_PARTITION_METADATA: m.ShareGroupStatePartitionMetadataValue,
+    MEMBER_METADATA: "ShareGroupMemberMetadataValue",
+    GROUP_METADATA: "ShareGroupMetadataValue",
+    TARGET_ASSIGNMENT_METADATA: "ShareGroupTargetAssignmentMetadataValue",
+    TARGET_ASSIGNMENT_MEMBER: "ShareGroupTargetAssignmentMemberValue",
+    CURRENT_MEMBER_ASSIGNMENT: "ShareGroupCurrentMemberAssignmentValue",
+    STATE_PARTITION_METADATA: "ShareGroupStatePartitionMetadataValue",
 }
 _FORMATS = RecordFormats("share group", _KEYS, _VALUES)
 RECORD_TYPES = _FORMATS.types

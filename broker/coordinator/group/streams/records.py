@@ -34,20 +34,20 @@ CURRENT_MEMBER_ASSIGNMENT = 22
 TOPOLOGY = 23
 
 _KEYS = {
-    GROUP_METADATA: m.StreamsGroupMetadataKey,
-    MEMBER_METADATA: m.StreamsGroupMemberMetadataKey,
-    TARGET_ASSIGNMENT_METADATA: m.StreamsGroupTargetAssignmentMetadataKey,
-    TARGET_ASSIGNMENT_MEMBER: m.StreamsGroupTargetAssignmentMemberKey,
-    CURRENT_MEMBER_ASSIGNMENT: m.StreamsGroupCurrentMemberAssignmentKey,
-    TOPOLOGY: m.StreamsGroupTopologyKey,
+    GROUP_METADATA: "StreamsGroupMetadataKey",
+    MEMBER_METADATA: "StreamsGroupMemberMetadataKey",
+    TARGET_ASSIGNMENT_METADATA: "StreamsGroupTargetAssignmentMetadataKey",
+    TARGET_ASSIGNMENT_MEMBER: "StreamsGroupTargetAssignmentMemberKey",
+    CURRENT_MEMBER_ASSIGNMENT: "StreamsGroupCurrentMemberAssignmentKey",
+    TOPOLOGY: "StreamsGroupTopologyKey",
 }
 _VALUES = {
-    GROUP_METADATA: m.StreamsGroupMetadataValue,
-    MEMBER_METADATA: m.StreamsGroupMemberMetadataValue,
-    TARGET_ASSIGNMENT_METADATA: m.StreamsGroupTargetAssignmentMetadataValue,
-    TARGET_ASSIGNMENT_MEMBER: m.StreamsGroupTargetAssignmentMemberValue,
-    CURRENT_MEMBER_ASSIGNMENT: m.StreamsGroupCurrentMemberAssignmentValue,
-    TOPOLOGY: m.StreamsGroupTopologyValue,
+    GROUP_METADATA: "StreamsGroupMetadataValue",
+    MEMBER_METADATA: "StreamsGroupMemberMetadataValue",
+    TARGET_ASSIGNMENT_METADATA: "StreamsGroupTargetAssignmentMetadataValue",
+    TARGET_ASSIGNMENT_MEMBER: "StreamsGroupTargetAssignmentMemberValue",
+    CURRENT_MEMBER_ASSIGNMENT: "StreamsGroupCurrentMemberAssignmentValue",
+    TOPOLOGY: "StreamsGroupTopologyValue",
 }
 _FORMATS = RecordFormats("streams group", _KEYS, _VALUES)
 RECORD_TYPES = _FORMATS.types

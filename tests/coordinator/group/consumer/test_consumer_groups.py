@@ -488,7 +488,7 @@ def test_delete_an_empty_consumer_group_with_its_offsets():
 def test_metrics_describe_consumer_groups():
     from types import SimpleNamespace
 
-    from broker.metrics import BrokerStateCollector
+    from broker.metrics_export import BrokerStateCollector
     h = harness()
     h.heartbeat(member_id="m1")
     h.heartbeat(member_id="m2")
