@@ -111,6 +111,13 @@ public final class StreamsGroupScenarios {
                 "earliest");
         props.put(StreamsConfig.TASK_TIMEOUT_MS_CONFIG, 20_000);
         props.put(StreamsConfig.producerPrefix(ProducerConfig.MAX_BLOCK_MS_CONFIG), 20_000);
+        // -Dstreams.<name>=<value>: any other Streams (or prefixed client) config, for
+        // benchmarks/bench_streams.py --client-config
+        for (String name : System.getProperties().stringPropertyNames()) {
+            if (name.startsWith("streams.")) {
+                props.put(name.substring("streams.".length()), System.getProperty(name));
+            }
+        }
         return props;
     }
 
