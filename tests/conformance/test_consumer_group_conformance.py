@@ -418,3 +418,25 @@ def test_regex_subscription(target, connect, group, topic):
     [member] = described.members
     assert member.subscribed_topic_regex == name.replace("-", ".") + "|no-such-.*"
     assert [t.topic_name for t in member.assignment.topic_partitions] == [name]
+
+
+def test_a_groups_own_heartbeat_interval(target, connect, group, topic):
+    """consumer.heartbeat.interval.ms set on the group (IncrementalAlterConfigs, GROUP
+    resource) is the interval its members are told, from their next heartbeat; a group
+    without it keeps the broker's group.consumer.heartbeat.interval.ms (5000 here)."""
+    from .test_share_group_conformance import alter_group_configs
+    admin = connect("group-configs")
+    assert alter_group_configs(admin, group, ("consumer.heartbeat.interval.ms", "7000", 0)) \
+        == (E.NONE, None)
+    member = Member(connect("configured"), group, topic)
+    joined = member.heartbeat()
+    assert (joined.error_code, joined.heartbeat_interval_ms) == (E.NONE, 7000)
+    assert alter_group_configs(admin, group, ("consumer.heartbeat.interval.ms", "6000", 0)) \
+        == (E.NONE, None)
+    assert member.heartbeat().heartbeat_interval_ms == 6000
+    other = Member(connect("plain"), group + "-other", topic)
+    assert other.heartbeat().heartbeat_interval_ms == 5000
+    # above group.consumer.max.heartbeat.interval.ms (15000 on both): refused
+    code, message = alter_group_configs(admin, group, ("consumer.heartbeat.interval.ms",
+                                                       "20000", 0))
+    assert code == E.INVALID_CONFIG, message

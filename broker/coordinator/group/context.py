@@ -19,7 +19,8 @@ class GroupContext:
 
     __slots__ = ("partition", "config", "clock", "timer", "heartbeat_purgatory",
                  "rebalance_purgatory", "stats", "new_uuid", "topics", "groups", "loading",
-                 "append", "maybe_drop_transient_group", "classic", "consumer", "streams")
+                 "append", "maybe_drop_transient_group", "classic", "consumer", "streams",
+                 "group_config")
 
     def __init__(self, partition: int, config: Any, clock: Callable[[], int], timer: Timer,
                  heartbeat_purgatory: DelayedOperationPurgatory,
@@ -48,6 +49,17 @@ class GroupContext:
         self.classic: Any = None
         self.consumer: Any = None
         self.streams: Any = None
+        #: ``group_config(group_id) -> mapping`` of a group's own configs (the GROUP config
+        #: resource, group_configs.py), set by the coordinator; None: broker defaults only
+        self.group_config: Callable[[str], Any] | None = None
+
+    def setting(self, group_id: str, name: str, default: int) -> int:
+        """A group config of ``group_id`` (consumer.session.timeout.ms, share.*, streams.*):
+        the group's own value, else ``default``, the broker's group.* setting (Kafka's
+        GroupConfigManager, read per group at each use)."""
+        configs = self.group_config(group_id) if self.group_config is not None else None
+        value = configs.get(name) if configs else None
+        return default if value is None else int(value)
 
 
 class Stats:

@@ -77,9 +77,8 @@ class GroupCoordinatorShard(CoordinatorShard):
         self._consumer = None
         self._share = None
         self._streams = None
-        #: what set_group_hooks gives them: the share listener and the groups' own configs
+        #: what set_group_hooks gives the share manager: who hears of members leaving
         self._share_listener = None
-        self._group_config = None
 
     # ------------------------------------------------------------ consumer, share and streams
     # Their managers (and modules: consumer/manager.py with the assignors and the migration
@@ -108,7 +107,8 @@ class GroupCoordinatorShard(CoordinatorShard):
         if self._share is None:
             from .share.manager import ShareGroupManager
             self._share = ShareGroupManager(self.context)
-            self._hook(self._share)
+            if self._share_listener is not None:
+                self._share.listener = self._share_listener
         return self._share
 
     @property
@@ -117,28 +117,21 @@ class GroupCoordinatorShard(CoordinatorShard):
         if self._streams is None:
             from .streams.manager import StreamsGroupManager
             self._streams = self.context.streams = StreamsGroupManager(self.context)
-            self._hook(self._streams)
         return self._streams
 
     def set_group_hooks(self, share_listener, group_config) -> None:
         """Who hears of share-group members leaving and share groups deleted, and where a
         group's own configs are read (the coordinator's set_share_listener)."""
-        self._share_listener, self._group_config = share_listener, group_config
-        for manager in (self._share, self._streams):
-            if manager is not None:
-                self._hook(manager)
+        self._share_listener = share_listener
+        self.context.group_config = group_config
+        if self._share is not None and share_listener is not None:
+            self._share.listener = share_listener
 
     def unforce_streams_status(self, tag: str | None = None) -> None:
         """End the statuses a fault forced on streams groups (none before the manager is
         made)."""
         if self._streams is not None:
             self._streams.unforce_status(tag)
-
-    def _hook(self, manager) -> None:
-        if self._share_listener is not None and manager is self._share:
-            manager.listener = self._share_listener
-        if self._group_config is not None:
-            manager.group_config = self._group_config
 
     # ------------------------------------------------------------------ the state machine
     def replay(self, key: bytes, value: bytes | None, replay: bool = False,

@@ -31,7 +31,7 @@ from ...common.timer import CoordinatorTimer
 from .. import records as rec
 from ..context import GroupContext
 from ..group import DEAD, GroupMetadata
-from . import records as crec
+from . import records as crec, settings
 from .describe import describe_group
 from .group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup,
                     ConsumerGroupMember, GroupError, MemberState, metadata_hash,
@@ -148,7 +148,8 @@ class ConsumerGroupManager:
             return None
         self.timeouts.extend_session(group.group_id, member)
         return _Response(error_code=0, member_id=member.member_id, member_epoch=epoch,
-                         heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms)
+                         heartbeat_interval_ms=settings.heartbeat_interval_ms(self.context,
+                                                                              group.group_id))
 
     def _heartbeat(self, request, client_id: str, client_host: str,
                    postponed: list | None = None, topic_filter=None) -> tuple:
@@ -188,7 +189,7 @@ class ConsumerGroupManager:
             self.timeouts.schedule_session(group_id, member)
             response = m.ConsumerGroupHeartbeatResponse(
                 error_code=0, member_id=member_id, member_epoch=epoch,
-                heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms)
+                heartbeat_interval_ms=settings.heartbeat_interval_ms(self.context, group_id))
             if (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
                     and request.topic_partitions is not None):
                 response.assignment = response_assignment(member.assigned)
@@ -225,7 +226,7 @@ class ConsumerGroupManager:
         self.timeouts.schedule(group_id, reconciled, member)
         response = m.ConsumerGroupHeartbeatResponse(
             error_code=0, member_id=reconciled.member_id, member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms)
+            heartbeat_interval_ms=settings.heartbeat_interval_ms(self.context, group_id))
         if full or reconciled.assigned != member.assigned:
             response.assignment = response_assignment(reconciled.assigned)
         return response
@@ -259,7 +260,7 @@ class ConsumerGroupManager:
             if group_epoch > group.assignment_epoch:
                 # within group.consumer.assignment.interval.ms of the last target: the next one
                 # is computed when the interval is over
-                interval = self.config.group_consumer_assignment_interval_ms
+                interval = settings.assignment_interval_ms(self.context, group.group_id)
                 self.target.schedule(group, group.assignment_timestamp + interval - now)
             target = group.target.get(updated.member_id)
             if target is None:

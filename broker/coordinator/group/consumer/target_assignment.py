@@ -12,7 +12,7 @@ from protocol.errors import ErrorCode
 from ...common.result import CoordinatorResult
 from ...common.timer import CoordinatorTimer
 from ..context import GroupContext
-from . import records as crec
+from . import records as crec, settings
 from .assignors import (ASSIGNORS, HETEROGENEOUS, HOMOGENEOUS, GroupSpec,
                         MemberSubscription, TopicDescriber)
 from .group import ConsumerGroup, GroupError
@@ -43,7 +43,7 @@ class TargetAssignment:
     def due(self, group: ConsumerGroup, group_epoch: int, now: int) -> bool:
         """Whether a new target assignment is computed now: the group epoch is ahead of it and
         group.consumer.assignment.interval.ms has passed since the last one."""
-        interval = self.config.group_consumer_assignment_interval_ms
+        interval = settings.assignment_interval_ms(self.context, group.group_id)
         return group_epoch > group.assignment_epoch and (
             not group.assignment_timestamp or not interval
             or now >= group.assignment_timestamp + interval)

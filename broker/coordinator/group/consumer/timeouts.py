@@ -14,6 +14,7 @@ import structlog
 
 from ...common.timer import CoordinatorTimer
 from ..context import GroupContext
+from . import settings
 from .group import ConsumerGroup, ConsumerGroupMember, MemberState
 
 log = structlog.get_logger("broker.coordinator")
@@ -58,14 +59,14 @@ class MemberTimeouts:
         classic = member.classic_metadata
         self.timer.extend(("session", group_id, member_id),
                           classic[0] if classic else
-                          self.config.group_consumer_session_timeout_ms,
+                          settings.session_timeout_ms(self.context, group_id),
                           lambda: self.expire_member(group_id, member_id))
 
     def extend_session(self, group_id: str, member: ConsumerGroupMember) -> None:
         """The session of a consumer-protocol member starts again, at no timer operation when
         one is pending (the common heartbeat)."""
         if not self.timer.extend_to(("session", group_id, member.member_id),
-                                    self.config.group_consumer_session_timeout_ms):
+                                    settings.session_timeout_ms(self.context, group_id)):
             self.schedule_session(group_id, member)
 
     def cancel_revocation(self, group_id: str, member_id: str) -> None:
@@ -87,7 +88,7 @@ class MemberTimeouts:
             return
         log.info("member fenced: its session expired", group=group_id, member=member_id,
                  session_timeout_ms=(member.classic_metadata[0] if member.classic_metadata
-                                     else self.config.group_consumer_session_timeout_ms))
+                                     else settings.session_timeout_ms(self.context, group_id)))
         self.stats.expired_members_total += 1
         self.stats.history.member_left(group_id, member_id, "expired")
         self.fence(group, member)

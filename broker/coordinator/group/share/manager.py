@@ -55,27 +55,19 @@ class ShareGroupManager:
         self.stats = context.stats
         self.timer = CoordinatorTimer(context.timer)
         self.listener = ShareGroupListener()
-        #: ``group_config(group_id) -> mapping`` of the group's own settings (the GROUP config
-        #: resource), read for share.session.timeout.ms and share.heartbeat.interval.ms
-        self.group_config = None
         self._touched: set = set()
 
     @property
     def topics(self):
         return self.context.topics
 
-    def _setting(self, group_id: str, name: str, default: int) -> int:
-        configs = self.group_config(group_id) if self.group_config is not None else None
-        value = configs.get(name) if configs else None
-        return default if value is None else int(value)
-
     def session_timeout_ms(self, group_id: str) -> int:
-        return self._setting(group_id, "share.session.timeout.ms",
-                             self.config.group_share_session_timeout_ms)
+        return self.context.setting(group_id, "share.session.timeout.ms",
+                                    self.config.group_share_session_timeout_ms)
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
-        return self._setting(group_id, "share.heartbeat.interval.ms",
-                             self.config.group_share_heartbeat_interval_ms)
+        return self.context.setting(group_id, "share.heartbeat.interval.ms",
+                                    self.config.group_share_heartbeat_interval_ms)
 
     # ================================================================== ShareGroupHeartbeat
     def heartbeat(self, request, client_id: str, client_host: str) -> tuple:

@@ -78,8 +78,6 @@ class StreamsGroupManager:
         self.clock = context.clock
         self.stats = context.stats
         self.timer = CoordinatorTimer(context.timer)
-        #: ``group_config(group_id) -> mapping`` of the group's own settings (GROUP configs)
-        self.group_config = None
         self._touched: set = set()
         #: group id -> (status code, tag, until ms or None): a status every heartbeat of the
         #: group is told of, set by a fault (broker/faults.py "streams_status")
@@ -108,30 +106,25 @@ class StreamsGroupManager:
         return self.context.topics
 
     # ------------------------------------------------------------------ settings
-    def _setting(self, group_id: str, name: str, default: int) -> int:
-        configs = self.group_config(group_id) if self.group_config is not None else None
-        value = configs.get(name) if configs else None
-        return default if value is None else int(value)
-
     def session_timeout_ms(self, group_id: str) -> int:
-        return self._setting(group_id, "streams.session.timeout.ms",
-                             self.config.group_streams_session_timeout_ms)
+        return self.context.setting(group_id, "streams.session.timeout.ms",
+                                    self.config.group_streams_session_timeout_ms)
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
-        return self._setting(group_id, "streams.heartbeat.interval.ms",
-                             self.config.group_streams_heartbeat_interval_ms)
+        return self.context.setting(group_id, "streams.heartbeat.interval.ms",
+                                    self.config.group_streams_heartbeat_interval_ms)
 
     def num_standby_replicas(self, group_id: str) -> int:
-        return self._setting(group_id, "streams.num.standby.replicas",
-                             self.config.group_streams_num_standby_replicas)
+        return self.context.setting(group_id, "streams.num.standby.replicas",
+                                    self.config.group_streams_num_standby_replicas)
 
     def initial_rebalance_delay_ms(self, group_id: str) -> int:
-        return self._setting(group_id, "streams.initial.rebalance.delay.ms",
-                             self.config.group_streams_initial_rebalance_delay_ms)
+        return self.context.setting(group_id, "streams.initial.rebalance.delay.ms",
+                                    self.config.group_streams_initial_rebalance_delay_ms)
 
     def assignment_interval_ms(self, group_id: str) -> int:
-        return self._setting(group_id, "streams.assignment.interval.ms",
-                             self.config.group_streams_assignment_interval_ms)
+        return self.context.setting(group_id, "streams.assignment.interval.ms",
+                                    self.config.group_streams_assignment_interval_ms)
 
     def assignment_configs(self, group_id: str) -> dict:
         return {"num.standby.replicas": str(self.num_standby_replicas(group_id))}

@@ -247,6 +247,33 @@ def test_session_timeout_fences_a_silent_member():
     assert h.coordinator.stats.expired_members_total == 1
 
 
+def test_a_groups_own_session_timeout_and_heartbeat_interval_win_over_the_brokers():
+    """consumer.session.timeout.ms and consumer.heartbeat.interval.ms set on a group (its GROUP
+    configs) apply to that group at the next heartbeat, as Kafka's GroupMetadataManager reads
+    them per group; another group keeps the broker's."""
+    h = harness(**{"group.consumer.session.timeout.ms": 45000,
+                   "group.consumer.heartbeat.interval.ms": 250})
+    configs = {"short": {"consumer.session.timeout.ms": "10000",
+                         "consumer.heartbeat.interval.ms": "1000"}}
+    for shard in h.coordinator.shards:
+        shard.context.group_config = lambda group_id: configs.get(group_id, {})
+    assert h.heartbeat(group="short", member_id="s1").heartbeat_interval_ms == 1000
+    assert h.heartbeat(group="g", member_id="g1").heartbeat_interval_ms == 250
+    h.advance(9999)
+    assert "s1" in h.group("short").members
+    h.advance(1)                                  # the group's 10 s, not the broker's 45 s
+    assert "s1" not in h.group("short").members
+    assert "g1" in h.group("g").members
+    h.advance(35000)
+    assert "g1" not in h.group("g").members
+    # a changed config applies at the member's next heartbeat
+    configs["short"]["consumer.heartbeat.interval.ms"] = "2000"
+    joined = h.heartbeat(group="short", member_id="s2")
+    assert joined.heartbeat_interval_ms == 2000
+    assert h.heartbeat(group="short", member_id="s2",
+                       epoch=joined.member_epoch).heartbeat_interval_ms == 2000
+
+
 def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced():
     h = harness()
     h.heartbeat(member_id="m1", rebalance=10000)

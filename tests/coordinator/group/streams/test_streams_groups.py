@@ -455,7 +455,7 @@ def test_changing_num_standby_replicas_starts_a_new_assignment():
     configs = {}
     h = StreamsHarness()
     for shard in h.coordinator.shards:
-        shard.streams.group_config = lambda gid: configs
+        shard.context.group_config = lambda gid: configs
     r = ready_group(h, ("m1",))["m1"]
     epoch = r.member_epoch
     configs["streams.num.standby.replicas"] = "1"
