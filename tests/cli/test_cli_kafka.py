@@ -1,12 +1,13 @@
 """The client commands against Apache Kafka 4.3.1 and against kbroker in the same run: the same
 commands on the same state print the same output, apart from topic ids and record times (topic
-create and describe, produce, consume alone and in a group, group list and describe, and the
-unknown-topic and unknown-group failures)."""
+create and describe, produce, consume alone and in a group, group list and describe of classic,
+consumer and share groups, and the unknown-topic and unknown-group failures)."""
 from __future__ import annotations
 
 import pytest
 
 from tests.cli.support import json_lines, kbroker, ok, one_line_error
+from tests.cli.test_cli_share_streams import assert_share_described, share_scenario
 from tests.conformance.kafka_server import KafkaServer
 from tests.support import BrokerProcess, unique
 
@@ -157,6 +158,28 @@ def test_active_classic_and_consumer_groups_on_kafka_and_kbroker(kafka, kbroker_
         assert "is inactive, but the current state is Stable" in on_kafka[gid + " reset"]
     for key in on_kafka:
         assert on_kbroker[key] == on_kafka[key], key
+
+
+def _share_outcome(seen: dict) -> dict:
+    """What must match on both brokers: member ids and epochs, and which consumer got which
+    partition, are the brokers' own choice."""
+    desc = dict(seen["describe"])
+    members = desc.pop("members")
+    epochs = (desc.pop("group_epoch"), desc.pop("assignment_epoch"))
+    assert all(isinstance(e, int) and e > 0 for e in epochs)
+    desc["clients"] = sorted(m["client_id"] for m in members)
+    desc["assignments"] = sorted([(a["topic"], a["partition"]) for a in m["assignment"]]
+                                 for m in members)
+    return {"describe": desc, "lag": seen["lag"]}
+
+
+def test_share_group_on_kafka_and_kbroker(kafka, kbroker_process):
+    topic, group = unique("share"), unique("share-g")
+    on_kafka = share_scenario(kafka.bootstrap, kafka.port, topic, group)
+    on_kbroker = share_scenario(kbroker_process.bootstrap, kbroker_process.port, topic, group)
+    assert_share_described(on_kafka, topic, group)
+    assert_share_described(on_kbroker, topic, group)
+    assert _share_outcome(on_kbroker) == _share_outcome(on_kafka)
 
 
 def transactions(b: str, topic: str, tid: str) -> dict:

@@ -33,7 +33,8 @@ def _describe(b: str, group: str) -> dict:
 def share_scenario(b: str, port: int, topic: str, group: str) -> dict:
     """Two ShareConsumers (client ids ck-a, ck-b) read RECORDS records of a two-partition topic,
     five a partition, acknowledging each (implicit mode: at their next poll); describe, in JSON
-    and as text, while both are members and once every record is acknowledged, then lag."""
+    and as text, while both are members of the group's latest assignment and once every record
+    is acknowledged, then lag."""
     import confluent_kafka as ck
     ok(kbroker("topic", "create", topic, "-p", "2", "-b", b))
     for partition in (0, 1):
@@ -58,7 +59,10 @@ def share_scenario(b: str, port: int, topic: str, group: str) -> dict:
                             if m.error() is None)
             if len(seen) == RECORDS:
                 desc = _describe(b, group)
+                # both members caught up with the group's assignment, all acknowledged
                 if len(desc["members"]) == 2 and len(desc["offsets"]) == 2 and \
+                        all(m["member_epoch"] == desc["assignment_epoch"]
+                            for m in desc["members"]) and \
                         all(o["lag"] == 0 for o in desc["offsets"]):
                     break
         text = ok(kbroker("group", "describe", group, "-b", b))
@@ -79,15 +83,17 @@ def assert_share_described(seen: dict, topic: str, group: str) -> None:
     assert sorted(m["client_id"] for m in desc["members"]) == ["ck-a", "ck-b"]
     for m in desc["members"]:
         assert set(m) == {"member_id", "client_id", "host", "member_epoch", "assignment"}
-        assert m["member_id"] and m["host"] == "/127.0.0.1" and m["member_epoch"] > 0
+        assert m["member_id"] and m["host"] == "/127.0.0.1"
+        assert m["member_epoch"] == desc["assignment_epoch"]
         assert m["assignment"] and {a["topic"] for a in m["assignment"]} == {topic}
     assigned = {a["partition"] for m in desc["members"] for a in m["assignment"]}
     assert assigned == {0, 1}
     # every record acknowledged: nothing left to deliver. The start offset is the one the
     # share coordinator stored with the last acknowledgement, from before it moved (Kafka's too)
-    starts = [o.pop("start_offset") for o in desc["offsets"]]
+    starts = [o["start_offset"] for o in desc["offsets"]]
     assert all(isinstance(s, int) and 0 <= s <= RECORDS // 2 for s in starts), starts
-    assert desc["offsets"] == [{"topic": topic, "partition": p, "lag": 0} for p in (0, 1)]
+    assert desc["offsets"] == [{"topic": topic, "partition": p, "start_offset": s, "lag": 0}
+                               for p, s in zip((0, 1), starts)]
     assert desc["total_lag"] == 0
     text = seen["text"]
     assert "None" not in text and "Traceback" not in text
