@@ -490,16 +490,21 @@ def _reset_partitions(client, args, committed: dict) -> list:
 def reset_offsets(args) -> int:
     """Kafka's kafka-consumer-groups.sh --reset-offsets: the new offsets are computed from
     the partitions' earliest and latest offsets and clamped into that range; with --execute
-    they are committed for the group, which must have no members."""
+    they are committed for the group, which must have no members. A share group's start
+    offsets take the place of committed offsets, as in kafka-share-groups.sh --reset-offsets
+    (DescribeShareGroupOffsets, AlterShareGroupOffsets)."""
     from kafka.admin import OffsetSpec, OffsetTimestamp
     from kafka.structs import OffsetAndMetadata
     conn = connection_from(args)
     with admin(conn) as client:
-        state = _group_types(client).get(args.group, (None, None))[1]
+        kind, state = _group_types(client).get(args.group, (None, None))
         if state is not None and state not in INACTIVE:
             raise CliError(f"Assignments can only be reset if the group '{args.group}' is "
                            f"inactive, but the current state is {state}.")
-        committed = client.list_group_offsets({args.group: None}).get(args.group, {})
+        if kind == "share":
+            committed = _share_start_offsets(client, args.group)
+        else:
+            committed = client.list_group_offsets({args.group: None}).get(args.group, {})
         tps = _reset_partitions(client, args, committed)
         earliest = client.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in tps})
         latest = client.list_partition_offsets({tp: OffsetSpec.LATEST for tp in tps})
@@ -528,7 +533,9 @@ def reset_offsets(args) -> int:
                 target = current if current is not None else high
             plan.append({"group": args.group, "topic": tp.topic, "partition": tp.partition,
                          "current_offset": current, "new_offset": min(max(target, low), high)})
-        if args.execute:
+        if args.execute and kind == "share":
+            _alter_share_offsets(client, args.group, plan)
+        elif args.execute:
             result = client.alter_group_offsets(args.group, {
                 tp: OffsetAndMetadata(row["new_offset"], "", -1)
                 for tp, row in zip(tps, plan)})
@@ -548,6 +555,44 @@ def reset_offsets(args) -> int:
         print("dry run: nothing was committed; add --execute to commit these offsets",
               file=sys.stderr)
     return 0
+
+
+def _share_start_offsets(client, group: str) -> dict:
+    """A share group's start offsets in the shape of kafka-python's committed offsets."""
+    from kafka import TopicPartition
+    from kafka.structs import OffsetAndMetadata
+    coordinators = client._manager.run(client._find_coordinator_ids, [group])
+    return {TopicPartition(r["topic"], r["partition"]): OffsetAndMetadata(r["start_offset"], "",
+                                                                          -1)
+            for r in _share_offsets(client, coordinators, [group])[group]
+            if r["start_offset"] is not None}
+
+
+def _alter_share_offsets(client, group: str, plan: list[dict]) -> None:
+    """AlterShareGroupOffsets of the planned start offsets, at the group's coordinator."""
+    import kafka.errors as errors
+
+    from .kafka_messages import AlterShareGroupOffsetsRequest as Request
+    Topic = Request.AlterShareGroupOffsetsRequestTopic
+    Partition = Topic.AlterShareGroupOffsetsRequestPartition
+    by_topic: dict[str, list] = {}
+    for row in plan:
+        by_topic.setdefault(row["topic"], []).append(
+            Partition(partition_index=row["partition"], start_offset=row["new_offset"]))
+    coordinators = client._manager.run(client._find_coordinator_ids, [group])
+    (response,) = _send_to_coordinators(client, coordinators, [group], lambda ids: Request(
+        group_id=group, topics=[Topic(topic_name=t, partitions=ps)
+                                for t, ps in sorted(by_topic.items())]))
+    if response.error_code:
+        raise CliError(f"could not reset the start offsets of share group {group!r}: "
+                       f"{errors.for_code(response.error_code).message}"
+                       + (f" ({response.error_message})" if response.error_message else ""))
+    for t in response.responses:
+        for p in t.partitions:
+            if p.error_code:
+                raise CliError(f"could not reset the start offset of {t.topic_name}-"
+                               f"{p.partition_index} for share group {group!r}: "
+                               f"{errors.for_code(p.error_code).message}")
 
 
 def delete(args) -> int:

@@ -1,8 +1,8 @@
 """kafka-python request and response classes for the group APIs it does not have
-(ShareGroupDescribe, DescribeShareGroupOffsets, StreamsGroupDescribe), built from Kafka's own
-definitions in protocol/schemas.json, so the group commands send them through the admin client's
-connections like every other request: same bootstrap, TLS, SASL, FindCoordinator and
-ApiVersions negotiation, and no codec of ours on the client side.
+(ShareGroupDescribe, DescribeShareGroupOffsets, AlterShareGroupOffsets, StreamsGroupDescribe),
+built from Kafka's own definitions in protocol/schemas.json, so the group commands send them
+through the admin client's connections like every other request: same bootstrap, TLS, SASL,
+FindCoordinator and ApiVersions negotiation, and no codec of ours on the client side.
 
 kafka-python builds an ApiMessage class from the definition ``<class name>.json`` that
 importlib.resources reads from the package named by the class keyword ``load_json=`` (its own
@@ -87,5 +87,7 @@ class ShareGroupDescribeRequest(ApiMessage, load_json=SCHEMAS): pass
 class ShareGroupDescribeResponse(ApiMessage, load_json=SCHEMAS): pass
 class DescribeShareGroupOffsetsRequest(ApiMessage, load_json=SCHEMAS): pass
 class DescribeShareGroupOffsetsResponse(ApiMessage, load_json=SCHEMAS): pass
+class AlterShareGroupOffsetsRequest(ApiMessage, load_json=SCHEMAS): pass
+class AlterShareGroupOffsetsResponse(ApiMessage, load_json=SCHEMAS): pass
 class StreamsGroupDescribeRequest(ApiMessage, load_json=SCHEMAS): pass
 class StreamsGroupDescribeResponse(ApiMessage, load_json=SCHEMAS): pass

@@ -170,7 +170,8 @@ def _share_outcome(seen: dict) -> dict:
     desc["clients"] = sorted(m["client_id"] for m in members)
     desc["assignments"] = sorted([(a["topic"], a["partition"]) for a in m["assignment"]]
                                  for m in members)
-    return {"describe": desc, "lag": seen["lag"]}
+    return {"describe": desc, "lag": seen["lag"], "reset": seen["reset"],
+            "after_reset": seen["after_reset"], "listed": seen["listed"], "gone": seen["gone"]}
 
 
 def test_share_group_on_kafka_and_kbroker(kafka, kbroker_process):

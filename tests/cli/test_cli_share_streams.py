@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.cli.support import json_lines, kbroker, ok
+from tests.cli.support import json_lines, kbroker, ok, one_line_error
 from tests.conformance.test_share_group_conformance import alter_group_configs
 from tests.conformance.test_streams_group_conformance import StreamsMember, word_count
 from tests.support import BrokerProcess, RawClient, unique
@@ -34,7 +34,8 @@ def share_scenario(b: str, port: int, topic: str, group: str) -> dict:
     """Two ShareConsumers (client ids ck-a, ck-b) read RECORDS records of a two-partition topic,
     five a partition, acknowledging each (implicit mode: at their next poll); describe, in JSON
     and as text, while both are members of the group's latest assignment and once every record
-    is acknowledged, then lag."""
+    is acknowledged, then lag; then, the consumers gone, reset-offsets of the start offsets, list
+    and delete."""
     import confluent_kafka as ck
     ok(kbroker("topic", "create", topic, "-p", "2", "-b", b))
     for partition in (0, 1):
@@ -72,7 +73,18 @@ def share_scenario(b: str, port: int, topic: str, group: str) -> dict:
     assert seen == {(p, o) for p in (0, 1) for o in range(RECORDS // 2)}
     lag = json_lines(kbroker("group", "lag", group, "-b", b, "--format", "json"))
     lag_text = ok(kbroker("group", "lag", group, "-b", b))
-    return {"describe": desc, "text": text, "lag": lag, "lag_text": lag_text}
+    reset = json_lines(kbroker("group", "reset-offsets", group, "--all-topics", "--to-earliest",
+                               "--execute", "-b", b, "--format", "json"))
+    reset_one = json_lines(kbroker("group", "reset-offsets", group, "--topic", f"{topic}:0",
+                                   "--to-offset", "3", "--execute", "-b", b, "--format", "json"))
+    after_reset = _describe(b, group)["offsets"]
+    listed = [g for g in json_lines(kbroker("group", "list", "-b", b, "--format", "json"))
+              if g["group"] == group]
+    deleted = ok(kbroker("group", "delete", group, "-b", b))
+    gone = one_line_error(kbroker("group", "describe", group, "-b", b))
+    return {"describe": desc, "text": text, "lag": lag, "lag_text": lag_text, "reset": reset,
+            "reset_one": reset_one, "after_reset": after_reset, "listed": listed,
+            "deleted": deleted, "gone": gone}
 
 
 def assert_share_described(seen: dict, topic: str, group: str) -> None:
@@ -116,21 +128,31 @@ def assert_share_described(seen: dict, topic: str, group: str) -> None:
         == [["GROUP", "TOPIC", "PARTITION", "LAG"], [group, topic, "0", "0"],
             [group, topic, "1", "0"]]
     assert seen["lag_text"].split()[3] == "START-OFFSET"
+    # reset-offsets moves the start offsets (AlterShareGroupOffsets): every record is to be
+    # delivered again from there, so the lag is the records after it
+    assert seen["reset"] == [{"group": group, "topic": topic, "partition": p, "current_offset": s,
+                              "new_offset": 0, "executed": True}
+                             for p, s in zip((0, 1), starts)]
+    assert seen["reset_one"] == [{"group": group, "topic": topic, "partition": 0,
+                                  "current_offset": 0, "new_offset": 3, "executed": True}]
+    assert seen["after_reset"] == [{"topic": topic, "partition": 0, "start_offset": 3, "lag": 2},
+                                   {"topic": topic, "partition": 1, "start_offset": 0, "lag": 5}]
+    assert seen["listed"] == [{"group": group, "type": "share", "state": "Empty",
+                               "protocol_type": "share"}]
+    assert seen["deleted"].split() == ["GROUP", "STATUS", group, "OK"]
+    assert "does not exist" in seen["gone"] and "GROUP_ID_NOT_FOUND" in seen["gone"]
 
 
-def test_share_group_describe_and_lag(broker):
+def test_share_group_describe_lag_reset_list_and_delete(broker):
     topic, group = unique("cli-share"), unique("cli-share-g")
     seen = share_scenario(broker.bootstrap, broker.port, topic, group)
     assert_share_described(seen, topic, group)
-    listed = [g for g in json_lines(kbroker("group", "list", "-b", broker.bootstrap,
-                                            "--format", "json")) if g["group"] == group]
-    assert listed == [{"group": group, "type": "share", "state": "Empty",
-                       "protocol_type": "share"}]
 
 
-def test_streams_group_describe_and_lag(broker):
+def test_streams_group_describe_lag_reset_and_delete(broker):
     """One member owning every task of word count's two subtopologies (0 reads the source,
-    1 the repartition topic); it commits offset 2 of source partition 0, whose log end is 3."""
+    1 the repartition topic); it commits offset 2 of source partition 0, whose log end is 3.
+    Once it has left, reset-offsets and delete work on the group as on a consumer group."""
     from protocol.messages import OffsetCommitRequest as C
     b = broker.bootstrap
     source, group = unique("cli-words"), unique("cli-streams")
@@ -159,6 +181,12 @@ def test_streams_group_describe_and_lag(broker):
         desc = _describe(b, group)
         text = ok(kbroker("group", "describe", group, "-b", b))
         lag = json_lines(kbroker("group", "lag", group, "-b", b, "--format", "json"))
+        assert member.heartbeat(epoch=-1).error_code == 0   # leaves: the group is Empty
+        reset = json_lines(kbroker("group", "reset-offsets", group, "--topic", source,
+                                   "--to-latest", "--execute", "-b", b, "--format", "json"))
+        after_reset = _describe(b, group)
+        deleted = ok(kbroker("group", "delete", group, "-b", b))
+        gone = kbroker("group", "describe", group, "-b", b)
     finally:
         member.client.close()
         admin.close()
@@ -198,3 +226,11 @@ def test_streams_group_describe_and_lag(broker):
     assert [(r["group"], r["type"], r["topic"], r["partition"], r["committed_offset"],
              r["lag"]) for r in lag if r["committed_offset"] is not None] == \
         [(group, "streams", source, 0, 2, 1)]
+    assert [(r["partition"], r["current_offset"], r["new_offset"]) for r in reset] == \
+        [(0, 2, 3), (1, None, 0), (2, None, 0)]
+    assert after_reset["state"] == "Empty" and after_reset["members"] == []
+    assert [(o["topic"], o["partition"], o["committed_offset"], o["lag"])
+            for o in after_reset["offsets"]] == [(source, p, end, 0) for p, end in
+                                                 ((0, 3), (1, 0), (2, 0))]
+    assert deleted.split() == ["GROUP", "STATUS", group, "OK"]
+    one_line_error(gone, "does not exist", "GROUP_ID_NOT_FOUND")
