@@ -178,9 +178,10 @@ def _send_to_coordinators(client, coordinators: dict[str, int], group_ids: list[
 
 
 def _group_error(gid: str, code: int, message: str | None) -> None:
-    """None for GROUP_ID_NOT_FOUND (no group of this type); any other error is raised."""
+    """A group's error in a share or streams group API: GROUP_ID_NOT_FOUND (no group of this
+    type) is no group, None; any other is raised."""
     import kafka.errors as errors
-    if code == 69:
+    if code == errors.GroupIdNotFoundError.errno:
         return None
     error = errors.for_code(code)
     raise CliError(f"group {gid!r}: {error.message}" + (f" ({message})" if message else ""))
@@ -562,10 +563,9 @@ def _share_start_offsets(client, group: str) -> dict:
     from kafka import TopicPartition
     from kafka.structs import OffsetAndMetadata
     coordinators = client._manager.run(client._find_coordinator_ids, [group])
-    return {TopicPartition(r["topic"], r["partition"]): OffsetAndMetadata(r["start_offset"], "",
-                                                                          -1)
-            for r in _share_offsets(client, coordinators, [group])[group]
-            if r["start_offset"] is not None}
+    rows = _share_offsets(client, coordinators, [group])[group]
+    return {TopicPartition(r["topic"], r["partition"]): OffsetAndMetadata(r["start_offset"], "", -1)
+            for r in rows if r["start_offset"] is not None}
 
 
 def _alter_share_offsets(client, group: str, plan: list[dict]) -> None:
