@@ -3,7 +3,8 @@ style of Redpanda's rpk, against this broker or any Kafka.
 
 They are built on kafka-python's KafkaAdminClient, KafkaProducer and KafkaConsumer (a well-kept
 client that speaks every API these commands need, up to Kafka 4.3), and on confluent-kafka only
-to describe KIP-848 consumer groups, whose ConsumerGroupDescribe API kafka-python does not have.
+to describe KIP-848 consumer groups, whose ConsumerGroupDescribe API kafka-python does not have
+(the share and streams group APIs it lacks are sent through it: broker/cli/kafka_messages.py).
 This module parses arguments and reports failures; it imports no client library itself, so
 ``kbroker topic --help`` answers at once. Every failure ends as one line on stderr and a
 non-zero exit status, never a traceback.
@@ -150,22 +151,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", dest="format", help="the same as --format with a format string")
 
     # -- group ------------------------------------------------------------------------------
-    group = sub.add_parser("group", help="consumer groups: list, describe, lag, reset offsets, "
-                                         "delete")
+    group = sub.add_parser("group", help="classic, consumer, share and streams groups: list, "
+                                         "describe, lag, reset offsets, delete")
     gsub = group.add_subparsers(dest="action", required=True, metavar="ACTION")
     p = _command(gsub, "list", "groups:list_groups", "list groups with their type and state",
                  common)
     _format(p)
     p = _command(gsub, "describe", "groups:describe",
-                 "a group's state, members, assignments, committed offsets and lag", common)
+                 "a group's state, members, assignments, committed offsets (a share group's "
+                 "start offsets) and lag", common)
     p.add_argument("groups", nargs="+", metavar="GROUP")
     _format(p)
-    p = _command(gsub, "lag", "groups:lag", "committed offsets and lag per partition", common)
+    p = _command(gsub, "lag", "groups:lag", "committed offsets (a share group's start offsets) "
+                 "and lag per partition", common)
     p.add_argument("groups", nargs="*", metavar="GROUP", help="default: every group")
     _format(p)
     p = _command(gsub, "reset-offsets", "groups:reset_offsets",
-                 "move a group's committed offsets (a dry run unless --execute); the group "
-                 "must have no members", common)
+                 "move a group's committed offsets, or a share group's start offsets (a dry "
+                 "run unless --execute); the group must have no members", common)
     p.add_argument("group", metavar="GROUP")
     p.add_argument("-t", "--topic", action="append", default=[], metavar="TOPIC[:P,P...]",
                    help="a topic, optionally only some partitions; repeatable")

@@ -1,12 +1,18 @@
 """The client commands against Apache Kafka 4.3.1 and against kbroker in the same run: the same
 commands on the same state print the same output, apart from topic ids and record times (topic
-create and describe, produce, consume alone and in a group, group list and describe, and the
-unknown-topic and unknown-group failures)."""
+create and describe, produce, consume alone and in a group, group list and describe of classic,
+consumer, share and streams groups, and the unknown-topic and unknown-group failures)."""
 from __future__ import annotations
 
 import pytest
 
 from tests.cli.support import json_lines, kbroker, ok, one_line_error
+from tests.cli.test_cli_share_streams import (
+    assert_share_described,
+    assert_streams_described,
+    share_scenario,
+    streams_scenario,
+)
 from tests.conformance.kafka_server import KafkaServer
 from tests.support import BrokerProcess, unique
 
@@ -157,6 +163,54 @@ def test_active_classic_and_consumer_groups_on_kafka_and_kbroker(kafka, kbroker_
         assert "is inactive, but the current state is Stable" in on_kafka[gid + " reset"]
     for key in on_kafka:
         assert on_kbroker[key] == on_kafka[key], key
+
+
+def _share_outcome(seen: dict) -> dict:
+    """What must match on both brokers: member ids and epochs, and which consumer got which
+    partition, are the brokers' own choice."""
+    desc = dict(seen["describe"])
+    members = desc.pop("members")
+    epochs = (desc.pop("group_epoch"), desc.pop("assignment_epoch"))
+    assert all(isinstance(e, int) and e > 0 for e in epochs)
+    desc["clients"] = sorted(m["client_id"] for m in members)
+    desc["assignments"] = sorted([(a["topic"], a["partition"]) for a in m["assignment"]]
+                                 for m in members)
+    return {"describe": desc, "lag": seen["lag"], "reset": seen["reset"],
+            "after_reset": seen["after_reset"], "listed": seen["listed"], "gone": seen["gone"]}
+
+
+def test_share_group_on_kafka_and_kbroker(kafka, kbroker_process):
+    topic, group = unique("share"), unique("share-g")
+    on_kafka = share_scenario(kafka.bootstrap, kafka.port, topic, group)
+    on_kbroker = share_scenario(kbroker_process.bootstrap, kbroker_process.port, topic, group)
+    assert_share_described(on_kafka, topic, group)
+    assert_share_described(on_kbroker, topic, group)
+    assert _share_outcome(on_kbroker) == _share_outcome(on_kafka)
+
+
+def _streams_outcome(seen: dict) -> dict:
+    """What must match on both brokers: all but the member's ids (the test's own random ones)
+    and the epochs."""
+    desc = dict(seen["describe"])
+    for key in ("group_epoch", "assignment_epoch"):
+        assert desc.pop(key) > 0
+    desc["members"] = [{k: v for k, v in m.items()
+                        if k not in ("member_id", "process_id", "member_epoch")}
+                       for m in desc["members"]]
+    desc["offsets"] = [{k: v for k, v in o.items() if k != "member_id"}
+                       for o in desc["offsets"]]
+    lag = [{k: v for k, v in r.items() if k != "member_id"} for r in seen["lag"]]
+    return {"describe": desc, "lag": lag, "reset": seen["reset"],
+            "after_reset": seen["after_reset"]}
+
+
+def test_streams_group_on_kafka_and_kbroker(kafka, kbroker_process):
+    source, group = unique("words"), unique("streams")
+    on_kafka = streams_scenario(kafka.bootstrap, kafka.port, source, group)
+    on_kbroker = streams_scenario(kbroker_process.bootstrap, kbroker_process.port, source, group)
+    assert_streams_described(on_kafka, source, group)
+    assert_streams_described(on_kbroker, source, group)
+    assert _streams_outcome(on_kbroker) == _streams_outcome(on_kafka)
 
 
 def transactions(b: str, topic: str, tid: str) -> dict:

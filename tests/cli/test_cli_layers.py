@@ -17,7 +17,8 @@ CLIENT_LIBRARIES = ("kafka", "confluent_kafka")
 #: the client commands: the only modules of broker/ allowed to import a client library
 CLIENT_COMMANDS = ("broker/cli/commands.py", "broker/cli/connection.py", "broker/cli/errors.py",
                    "broker/cli/output.py", "broker/cli/topics.py", "broker/cli/produce.py",
-                   "broker/cli/consume.py", "broker/cli/groups.py", "broker/cli/admin.py")
+                   "broker/cli/consume.py", "broker/cli/groups.py", "broker/cli/admin.py",
+                   "broker/cli/kafka_messages.py")
 
 
 def _client_imports(path: str) -> list[str]:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import time
 
-from tests.cli.support import kbroker, ok, one_line_error
-from tests.support import BrokerProcess, free_port, unique
+from tests.cli.support import json_lines, kbroker, ok, one_line_error
+from tests.conformance.test_share_group_conformance import ShareMember
+from tests.support import BrokerProcess, RawClient, free_port, unique
 
 
 def test_sasl_command_config(tmp_path):
@@ -81,6 +82,17 @@ def test_tls_command_config(tmp_path):
         ok(kbroker("produce", topic, "-b", b, "--command-config", str(mtls), input="sealed\n"))
         assert ok(kbroker("consume", topic, "-b", b, "--command-config", str(mtls))) == \
             "sealed\n"
+        # a share group (a member heartbeating on the plaintext listener) described over TLS:
+        # the share group APIs go through the same connections as the others
+        member = ShareMember(RawClient(port), unique("tls-share"), (topic, None))
+        try:
+            assert member.heartbeat().error_code == 0
+            (desc,) = json_lines(kbroker("group", "describe", member.group, "-b", b,
+                                         "--command-config", str(mtls), "--format", "json"))
+        finally:
+            member.client.close()
+        assert (desc["type"], [m["member_id"] for m in desc["members"]]) == \
+            ("share", [member.member_id])
         p12 = tmp_path / "p12.properties"
         p12.write_text("security.protocol=SSL\nssl.truststore.type=PKCS12\n"
                        f"ssl.truststore.location={paths['truststore.p12']}\n")
