@@ -6,7 +6,10 @@ written) and warm (the same copy with its bytecode cache, as after ``pip install
     python benchmarks/bench_startup.py              # median of 5 of each
     python benchmarks/bench_startup.py --runs 9 --no-kafka
 
-Prints each run and the medians, and writes benchmarks/results/startup.json. With
+Prints each run and the medians, and writes benchmarks/results/startup.json. ``python_bare``
+is ``python -c pass`` on the same machine: the interpreter's own start, with whatever .pth files
+its site-packages run at every start (an editable install's finder, a sandbox's certifi patch),
+which every kbroker start pays too. With
 ``--importtime`` it also prints the 25 modules whose own import takes longest in a warm start.
 """
 from __future__ import annotations
@@ -109,6 +112,21 @@ def kbroker_runs(runs: int, cold: bool) -> list[tuple[float, float]]:
         shutil.rmtree(where, ignore_errors=True)
 
 
+def bare_python_runs(runs: int) -> list[tuple[float, float]]:
+    """(wall, CPU) seconds of ``python -c pass``: the interpreter's own start with this
+    machine's site-packages (.pth files run at every start), part of every kbroker start."""
+    results = []
+    for _ in range(runs):
+        before = os.times()
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        wall = time.perf_counter() - started
+        after = os.times()
+        results.append((wall, (after.children_user - before.children_user)
+                        + (after.children_system - before.children_system)))
+    return results
+
+
 def kbroker_command(port: int) -> list[str]:
     return [sys.executable, "-m", "broker", "--port", str(port), "--metrics-port", "0"]
 
@@ -168,7 +186,8 @@ def main() -> None:
     args = parser.parse_args()
 
     results = {"python": platform.python_version(), "cpus": os.cpu_count(), "runs": args.runs}
-    runs = {"kbroker_cold": kbroker_runs(args.runs, cold=True),
+    runs = {"python_bare": bare_python_runs(args.runs),
+            "kbroker_cold": kbroker_runs(args.runs, cold=True),
             "kbroker_warm": kbroker_runs(args.runs, cold=False)}
     if not args.no_kafka:
         runs["kafka"] = kafka_runs(args.runs)
