@@ -424,8 +424,13 @@ class GroupMetadata:
         if self.protocol_name is None:
             return None
         topics: set[str] = set()
+        seen = set()    # members of one application mostly send the same bytes: decode once
         for member in self.members.values():
-            decoded = decode_subscription_topics(member.metadata(self.protocol_name))
+            data = member.metadata(self.protocol_name)
+            if data in seen:
+                continue
+            seen.add(data)
+            decoded = decode_subscription_topics(data)
             if decoded is None:
                 return None
             topics.update(decoded)
