@@ -14,7 +14,7 @@ sockets (benchmarks/loadgen.py; no client library). Each part runs on a fresh br
 Classic protocol (``--protocol classic``), against each target:
 
 1. join-to-stable: one group of 1, 10, 100 and 1000 members (initial rebalance delay 0), 5 runs
-   each (2 for 1000; 1 when a run takes over a second). All members send JoinGroup with an
+   each (3 for 1000; 1 when a run takes over a second). All members send JoinGroup with an
    empty member id (v4+: MEMBER_ID_REQUIRED), wait until every member has its id, then rejoin
    together; followers SyncGroup as soon as they have their JoinGroup answer, the leader after
    them with an assignment. A member that has its assignment heartbeats every 100 ms until the
@@ -812,7 +812,7 @@ def run_consumer(target: Target, args) -> dict:
                     f"{target.max_connections}")}
                 report_consumer_join(target.name, joins[str(size)])
                 continue
-            repeats = args.repeats if size < 1000 else max(1, args.repeats // 2)
+            repeats = args.repeats if size < 1000 else max(1, args.repeats - 2)
             try:
                 joins[str(size)] = asyncio.run(asyncio.wait_for(
                     consumer_join_to_stable(target, versions, size, repeats, args.join_timeout),
@@ -878,7 +878,7 @@ def run_classic(target: Target, args, out: dict) -> dict:
                     f"{target.max_connections}")}
                 report_join(target.name, joins[str(size)])
                 continue
-            repeats = args.repeats if size < 1000 else max(1, args.repeats // 2)
+            repeats = args.repeats if size < 1000 else max(1, args.repeats - 2)
             try:
                 joins[str(size)] = asyncio.run(asyncio.wait_for(
                     join_to_stable(target, versions, size, repeats, args.join_timeout),
