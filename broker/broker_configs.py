@@ -131,14 +131,6 @@ class BrokerConfigs:
 
     # -- reading
 
-    def dynamic(self, name: str) -> tuple[str, int] | None:
-        """(value, source) of the dynamic value that applies, or None."""
-        if name in self.per_broker:
-            return self.per_broker[name], DYNAMIC_BROKER_CONFIG
-        if name in self.cluster:
-            return self.cluster[name], DYNAMIC_DEFAULT_BROKER_CONFIG
-        return None
-
     def synonyms(self, name: str) -> list[tuple[str, str | None, int]]:
         """Every value ``name`` has, most specific first, with the source of each, as
         DescribeConfigs lists them (Kafka's default only where it is not null, and a derived

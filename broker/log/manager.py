@@ -78,10 +78,6 @@ class LogManager:
         #: in memory: what all partitions may hold together (set_memory_budget)
         self.memory_budget: MemoryBudget | None = None
 
-    @property
-    def in_memory(self) -> bool:
-        return self.data_dir is None
-
     def start(self) -> list[tuple[str, int]]:
         """Open every partition directory under data_dir (running recovery on each); return the
         (topic, partition) pairs found. Leftovers of interrupted deletions are removed."""

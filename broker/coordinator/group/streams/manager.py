@@ -671,8 +671,6 @@ class StreamsGroupManager:
             except TopologyError:
                 return None
         return group.configured
-        for member_id in group.members:
-            self.after_heartbeat(group.group_id, member_id)
 
     def unload_group(self, group: StreamsGroup) -> None:
         for member_id in list(group.members):
