@@ -150,6 +150,10 @@ class Broker:
         log.info("broker started", node_id=self.node_id,
                  listeners={n: f"{h}:{p}" for n, (h, p) in self.server.bound.items()},
                  data_dir=self.config["log.dirs"] or "(in-memory)")
+        unused = sorted(set(self.config.kafka_only) - self.config.kafka_applied)
+        if unused:  # as Kafka warns of configs supplied but not used
+            log.warning("Kafka settings accepted that have no effect on this broker",
+                        settings=unused)
 
     def _schedule_log_maintenance(self) -> None:
         """Kafka's periodic log tasks: retention (log.retention.check.interval.ms), the log

@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 from typing import NamedTuple
 
-from .config import SETTINGS
+from .config import KAFKA_CATALOGUE, SETTINGS
 from .log.files import write_json
 from .topic_configs import (DEFAULT_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
                             LIST, STATIC_BROKER_CONFIG, type_problem)
 
-CATALOGUE = pathlib.Path(__file__).with_name("kafka_broker_configs.json")
+CATALOGUE = KAFKA_CATALOGUE
 FILE_NAME = "broker-configs.json"
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 INVALID_REQUEST, INVALID_CONFIG = 42, 40
@@ -99,6 +98,9 @@ def static_value(broker_config, name: str) -> str | None:
     (kbroker's -1 or 604800000 where Kafka says null are the same behaviour)."""
     if name in NODE_ID_CONFIGS:
         return str(broker_config["node.id"])
+    kafka_only = getattr(broker_config, "kafka_only", {})
+    if name in kafka_only:
+        return kafka_only[name]
     setting = SETTINGS.get(name)
     spec = catalogue().get(name)
     if setting is None or spec is None:

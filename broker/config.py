@@ -426,6 +426,29 @@ _LISTENER_NAME = re.compile(r"listener\.name\.([^.]+)\.(.+)")
 _MECHANISM_PREFIX = re.compile(r"(gssapi|plain|scram-sha-256|scram-sha-512|oauthbearer)\.(.+)")
 
 
+#: Kafka 4.3.1's broker configs with their types and defaults (tools/gen_broker_configs.py
+#: writes it from a real Kafka; broker_configs.py describes them)
+KAFKA_CATALOGUE = pathlib.Path(__file__).with_name("kafka_broker_configs.json")
+_kafka_names: frozenset[str] | None = None
+
+
+#: Kafka's settings in coarser units, in its order of precedence after the millisecond one
+COARSER_UNITS = {
+    "log.retention.ms": (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)),
+    "log.roll.ms": (("log.roll.hours", 3_600_000),),
+}
+
+
+def kafka_config_names() -> frozenset[str]:
+    """The names of Kafka's own broker configs, read the first time a name is not one of ours
+    (a default start never reads the file)."""
+    global _kafka_names
+    if _kafka_names is None:
+        import json  # noqa: PLC0415 - only for a name that is not one of ours
+        _kafka_names = frozenset(json.loads(KAFKA_CATALOGUE.read_text())["configs"])
+    return _kafka_names
+
+
 def listener_setting_key(name: str):
     """'listener.name.sasl_plaintext.plain.sasl.jaas.config' -> ('SASL_PLAINTEXT', 'PLAIN',
     'sasl.jaas.config'); None for a name that is no per-listener setting."""
@@ -495,9 +518,33 @@ class BrokerConfig:
         self.values = {name: s.default for name, s in SETTINGS.items()}
         #: (listener, mechanism or None, setting) -> value, from listener.name.<l>.[<mech>.]<name>
         self.listener_values: dict[tuple, object] = {}
+        #: Kafka's own broker configs this broker has no use for (num.network.threads, ...):
+        #: accepted, so a Kafka server.properties starts it, and described as set, as on Kafka;
+        #: name -> value as given
+        self.kafka_only: dict[str, str] = {}
+        #: those of them that give one of ours in other units (COARSER_UNITS)
+        self.kafka_applied: set[str] = set()
         for name, value in (values or {}).items():
             self.set(name, value)
+        self._apply_coarser_units(values or {})
         self.validate()
+
+    def _apply_coarser_units(self, given: dict) -> None:
+        """Kafka's log.retention.minutes/hours and log.roll.hours give the millisecond setting
+        when it is not given itself (a negative retention is unlimited), as in KafkaConfig."""
+        for target, fallbacks in COARSER_UNITS.items():
+            if target in given:
+                continue
+            for name, factor in fallbacks:
+                if name in self.kafka_only:
+                    try:
+                        amount = int(self.kafka_only[name])
+                    except ValueError:
+                        raise ConfigError(f"bad value {self.kafka_only[name]!r} for {name}: "
+                                          "not an integer") from None
+                    self.values[target] = -1 if amount < 0 else amount * factor
+                    self.kafka_applied.add(name)
+                    break
 
     def set(self, name: str, value) -> None:
         setting = SETTINGS.get(name)
@@ -505,6 +552,9 @@ class BrokerConfig:
         if setting is None:
             key = listener_setting_key(name)
             if key is None:
+                if name in kafka_config_names():
+                    self.kafka_only[name] = "" if value is None else str(value)
+                    return
                 raise ConfigError(f"unknown setting {name!r} (see --help for the list)")
             setting = SETTINGS[key[2]]
         try:

@@ -119,3 +119,37 @@ def test_debug_log_has_one_line_per_request_with_latency():
                 and e.get("client_id") == "latency-probe"]
     assert [(e["api"], e["version"]) for e in requests] == [("Metadata", 12)]
     assert requests[0]["latency_ms"] >= 0
+
+
+def test_a_kafka_server_properties_starts_it_and_its_settings_are_described_as_set(tmp_path):
+    """Kafka's own broker configs this broker has no use for (thread counts, socket buffers)
+    are accepted from a server.properties, described as set (STATIC_BROKER_CONFIG, as Kafka
+    describes them) and named in one warning at start; log.retention.hours gives the retention
+    as on Kafka; a name Kafka does not know either is still refused."""
+    import json
+    from tests.conformance.test_broker_configs_conformance import describe
+    from tests.conformance import topics
+    broker = BrokerProcess(overrides={"num.network.threads": "8", "num.io.threads": "16",
+                                      "socket.send.buffer.bytes": "102400",
+                                      "log.retention.hours": "24"})
+    broker.start()
+    try:
+        client = RawClient(broker.port)
+        described = describe(client, 4, "1", ["num.network.threads", "num.io.threads",
+                                              "socket.send.buffer.bytes", "num.replica.fetchers"])
+        assert {k: v[:2] for k, v in described.items()} == {
+            "num.network.threads": ("8", 4), "num.io.threads": ("16", 4),
+            "socket.send.buffer.bytes": ("102400", 4), "num.replica.fetchers": ("1", 5)}
+        topic = topics.create_topic(client, "retention-from-hours", 1)
+        retention = describe(client, 2, topic, ["retention.ms"])["retention.ms"]
+        assert retention[0] == str(24 * 3_600_000), retention
+        client.close()
+        lines = [json.loads(line) for line in broker.logs().splitlines() if line.startswith("{")]
+        warned = [line for line in lines if line.get("event", "").startswith("Kafka settings")]
+        assert [w["settings"] for w in warned] == [
+            ["num.io.threads", "num.network.threads", "socket.send.buffer.bytes"]]
+        assert not [line for line in lines if line.get("level") == "error"]
+    finally:
+        broker.stop()
+    refused = run_cli("--override", "num.netwrk.threads=8")
+    assert refused.returncode == 2 and "unknown setting 'num.netwrk.threads'" in refused.stderr
