@@ -418,7 +418,30 @@ def alter_group_configs(client, group: str, *changes, validate_only=False) -> tu
             I.AlterableConfig(name=n, config_operation=op, value=v) for n, v, op in changes])],
         validate_only=validate_only), 1)
     (r,) = response.responses
+    if r.error_code == E.NONE and not validate_only:
+        wait_until_applied(client, group, changes)
     return r.error_code, r.error_message
+
+
+GROUP_CONFIG_SOURCE = 8
+
+
+def wait_until_applied(client, group: str, changes) -> None:
+    """Kafka applies a group config through its metadata log, so its group coordinator sees
+    it a moment after IncrementalAlterConfigs is answered (kbroker at once): a scenario that
+    starts its consumers right away may see the old value (a share group's partitions then
+    start at the latest offset, and records produced before are never delivered). Waits until
+    DescribeConfigs shows every SET value and no DELETEd one as the group's own."""
+    values = {n: v for n, v, op in changes if op == 0}
+    deleted = [n for n, _v, op in changes if op == 1]
+    deadline = time.monotonic() + 15
+    while True:
+        described = describe_group_configs(client, group, list(values) + deleted)
+        if all(described[n][0] == v for n, v in values.items()) and all(
+                described[n][1] != GROUP_CONFIG_SOURCE for n in deleted):
+            return
+        assert time.monotonic() < deadline, (group, changes, described)
+        time.sleep(0.05)
 
 
 SHARE_CONFIG_DEFAULTS = {

@@ -325,6 +325,13 @@ public final class StreamsGroupScenarios {
         });
         streams.start();
         waitFor(() -> false, error, 15);
+        // the uncaught-exception handler sees the error before the client moves to
+        // PENDING_ERROR: wait for that state too before reporting the states seen
+        waitFor(() -> {
+            synchronized (states) {
+                return states.contains("PENDING_ERROR") || states.contains("ERROR");
+            }
+        }, new AtomicReference<>(), 10);
         synchronized (states) {
             emit(new Json().put("states", new ArrayList<>(states))
                     .put("streams_error", error.get() == null ? "" : error.get()));
