@@ -106,6 +106,12 @@ class OffsetMetadataManager:
         by_tp = self.open_transactions.get(group_id)
         return by_tp is not None and tp in by_tp
 
+    def _needs_tombstone(self, group, tp: tuple[str, int]) -> bool:
+        """Whether deleting ``tp``'s offset writes a tombstone: one is committed, being written,
+        or waiting in an open transaction."""
+        return (tp in group.offsets or group.has_pending_offset_commit(tp)
+                or self.has_pending_transactional_offsets(group.group_id, tp))
+
     def _forget_pending(self, group_id: str, tp: tuple[str, int]) -> None:
         """A tombstone also deletes what open transactions would commit there."""
         by_tp = self.open_transactions.get(group_id)
@@ -354,9 +360,7 @@ class OffsetMetadataManager:
                     rows.append((partition, E.GROUP_SUBSCRIBED_TO_TOPIC))
                 else:
                     rows.append((partition, E.NONE))
-                    tp = (topic, partition)
-                    if (tp in group.offsets or group.has_pending_offset_commit(tp)
-                            or self.has_pending_transactional_offsets(group_id, tp)):
+                    if self._needs_tombstone(group, (topic, partition)):
                         records.append(rec.offset_commit_tombstone(group_id, topic, partition))
             out.append((topic, rows))
         self.context.append(CoordinatorResult(records, (E.NONE, out)),
@@ -375,9 +379,7 @@ class OffsetMetadataManager:
             if group.state is DEAD:
                 continue
             for partition in partitions:
-                tp = (topic, partition)
-                if (tp in group.offsets or group.has_pending_offset_commit(tp)
-                        or self.has_pending_transactional_offsets(group_id, tp)):
+                if self._needs_tombstone(group, (topic, partition)):
                     records.append(rec.offset_commit_tombstone(group_id, topic, partition))
         if not records:
             return 0
