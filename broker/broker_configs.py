@@ -18,12 +18,11 @@ import json
 import os
 from typing import NamedTuple
 
-from .config import KAFKA_CATALOGUE, SETTINGS
+from .config import SETTINGS, kafka_configs
 from .log.files import write_json
 from .topic_configs import (DEFAULT_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
                             LIST, STATIC_BROKER_CONFIG, type_problem)
 
-CATALOGUE = KAFKA_CATALOGUE
 FILE_NAME = "broker-configs.json"
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 INVALID_REQUEST, INVALID_CONFIG = 42, 40
@@ -77,8 +76,7 @@ _catalogue: dict[str, ConfigSpec] | None = None
 def catalogue() -> dict[str, ConfigSpec]:
     global _catalogue
     if _catalogue is None:
-        rows = json.loads(CATALOGUE.read_text())["configs"]
-        _catalogue = {name: ConfigSpec(*row) for name, row in rows.items()}
+        _catalogue = {name: ConfigSpec(*row) for name, row in kafka_configs().items()}
     return _catalogue
 
 

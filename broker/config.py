@@ -429,7 +429,7 @@ _MECHANISM_PREFIX = re.compile(r"(gssapi|plain|scram-sha-256|scram-sha-512|oauth
 #: Kafka 4.3.1's broker configs with their types and defaults (tools/gen_broker_configs.py
 #: writes it from a real Kafka; broker_configs.py describes them)
 KAFKA_CATALOGUE = pathlib.Path(__file__).with_name("kafka_broker_configs.json")
-_kafka_names: frozenset[str] | None = None
+_kafka_configs: dict[str, list] | None = None
 
 
 #: Kafka's settings in coarser units, in its order of precedence after the millisecond one
@@ -439,14 +439,15 @@ COARSER_UNITS = {
 }
 
 
-def kafka_config_names() -> frozenset[str]:
-    """The names of Kafka's own broker configs, read the first time a name is not one of ours
-    (a default start never reads the file)."""
-    global _kafka_names
-    if _kafka_names is None:
-        import json  # noqa: PLC0415 - only for a name that is not one of ours
-        _kafka_names = frozenset(json.loads(KAFKA_CATALOGUE.read_text())["configs"])
-    return _kafka_names
+def kafka_configs() -> dict[str, list]:
+    """Kafka's broker configs, name -> [type, read only, sensitive, default], read once, the
+    first time they are needed (a name that is not one of ours, a DescribeConfigs): a default
+    start never reads the file."""
+    global _kafka_configs
+    if _kafka_configs is None:
+        import json  # noqa: PLC0415 - only when Kafka's catalogue is needed
+        _kafka_configs = json.loads(KAFKA_CATALOGUE.read_text())["configs"]
+    return _kafka_configs
 
 
 def listener_setting_key(name: str):
@@ -552,7 +553,7 @@ class BrokerConfig:
         if setting is None:
             key = listener_setting_key(name)
             if key is None:
-                if name in kafka_config_names():
+                if name in kafka_configs():
                     self.kafka_only[name] = "" if value is None else str(value)
                     return
                 raise ConfigError(f"unknown setting {name!r} (see --help for the list)")
