@@ -96,9 +96,8 @@ def static_value(broker_config, name: str) -> str | None:
     (kbroker's -1 or 604800000 where Kafka says null are the same behaviour)."""
     if name in NODE_ID_CONFIGS:
         return str(broker_config["node.id"])
-    kafka_only = getattr(broker_config, "kafka_only", {})
-    if name in kafka_only:
-        return kafka_only[name]
+    if name in broker_config.kafka_only:
+        return broker_config.kafka_only[name]
     setting = SETTINGS.get(name)
     spec = catalogue().get(name)
     if setting is None or spec is None:
