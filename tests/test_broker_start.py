@@ -33,3 +33,45 @@ def test_listeners_open_only_after_every_shard_is_marked_loading(tmp_path):
 
     asyncio.run(run())
     assert seen == {"groups": 50, "transactions": 50}
+
+
+def test_the_command_line_broker_freezes_its_start_up_and_collects_garbage_less_often():
+    """``kbroker`` (broker/cli) hands what start-up made to gc.freeze and raises the collector's
+    thresholds once its listeners are open (broker/network/process_tuning.py); the embedded
+    broker leaves the host process's collector alone."""
+    import subprocess
+    import sys
+
+    from broker.network.process_tuning import GC_THRESHOLDS
+    from tests.support import ROOT
+    script = """
+import asyncio, gc, os, signal, time
+from broker.cli import _run
+from broker.config import BrokerConfig
+seen = {}
+async def main():
+    loop = asyncio.get_running_loop()
+    deadline = time.monotonic() + 20
+    def look():
+        if gc.get_freeze_count() == 0 and time.monotonic() < deadline:
+            loop.call_later(0.05, look)
+            return
+        seen["threshold"] = gc.get_threshold()
+        seen["frozen"] = gc.get_freeze_count()
+        os.kill(os.getpid(), signal.SIGTERM)
+    print("before", gc.get_threshold(), gc.get_freeze_count(), flush=True)
+    loop.call_soon(look)
+    code = await _run(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "metrics.port": 0}))
+    print("after", seen["threshold"], seen["frozen"], code, flush=True)
+asyncio.run(main())
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    assert lines["before"] == "(700, 10, 10) 0"      # CPython's defaults until the broker runs
+    threshold, frozen, code = lines["after"].rsplit(" ", 2)
+    assert threshold == str(GC_THRESHOLDS)
+    assert int(frozen) > 10_000                       # modules, codecs, shards: out of its sight
+    assert code == "0"
+    assert "Traceback" not in done.stderr

@@ -88,6 +88,8 @@ async def _run(config: BrokerConfig) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await broker.start()
+    from ..network.process_tuning import tune_gc
+    tune_gc()
     await stop.wait()
     await broker.stop()
     return 0
