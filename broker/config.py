@@ -334,6 +334,14 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
             "Smallest streams.assignment.interval.ms a streams group may set."),
     Setting("group.streams.max.assignment.interval.ms", int, 15000,
             "Largest streams.assignment.interval.ms a streams group may set."),
+    Setting("group.share.assignment.interval.ms", int, 0,
+            "Least time between two target assignments of a share group (Kafka: 1000; 0 "
+            "here: a joining member's partitions are computed at once); within it a member "
+            "keeps the last target until a heartbeat after the interval."),
+    Setting("group.share.min.assignment.interval.ms", int, 0,
+            "Smallest share.assignment.interval.ms a share group may set."),
+    Setting("group.share.max.assignment.interval.ms", int, 15000,
+            "Largest share.assignment.interval.ms a share group may set."),
     Setting("group.share.heartbeat.interval.ms", int, 5000,
             "Heartbeat interval the broker gives share-group members."),
     Setting("group.share.min.heartbeat.interval.ms", int, 5000,

@@ -27,6 +27,7 @@ GROUP_SETTINGS = {
     # kbroker's default (Kafka's is 1000): a new target assignment at each change, so that
     # a scenario sees every step at once on both brokers
     "group.consumer.assignment.interval.ms": 0,
+    "group.share.assignment.interval.ms": 0,
 }
 
 # Transaction settings both brokers run with: the coordinator looks for timed-out transactions

@@ -461,8 +461,10 @@ SHARE_CONFIG_DEFAULTS = {
                                  [("group.share.session.timeout.ms", "45000", 5)]),
     "share.heartbeat.interval.ms": ("5000", 5, 3, False,
                                     [("group.share.heartbeat.interval.ms", "5000", 5)]),
-    "share.assignment.interval.ms": ("1000", 5, 3, False,
-                                     [("group.share.assignment.interval.ms", "1000", 5)]),
+    # both brokers run with 0 (conftest.GROUP_SETTINGS), Kafka's default is 1000
+    "share.assignment.interval.ms": ("0", 4, 3, False,
+                                     [("group.share.assignment.interval.ms", "0", 4),
+                                      ("group.share.assignment.interval.ms", "1000", 5)]),
 }
 GROUP_CONFIG_NAMES = set(SHARE_CONFIG_DEFAULTS) | {
     "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms",
@@ -866,3 +868,30 @@ def test_kafka_configs_tool_sets_a_share_groups_configs(target, group):
     assert "share.auto.offset.reset=earliest sensitive=false synonyms=" \
         "{DYNAMIC_GROUP_CONFIG:share.auto.offset.reset=earliest, " \
         "DEFAULT_CONFIG:share.auto.offset.reset=latest}" in out
+
+
+def test_assignment_interval_keeps_the_last_target_until_a_heartbeat_after_it(
+        target, connect, group, topic):
+    """share.assignment.interval.ms (KIP-1263): a member that joins within the interval of the
+    last target keeps that target (nothing for it, the target's epoch) and gets its partitions
+    at a heartbeat once the interval is over."""
+    admin = connect()
+    assert alter_group_configs(admin, group, ("share.assignment.interval.ms", "3000", 0)) == \
+        (E.NONE, None)
+    a = ShareMember(connect(), group, topic)
+    a.heartbeat()
+    a.until_assigned(lambda: a.assigned == {0, 1, 2})
+    (before,) = describe(admin, group)
+    b = ShareMember(connect(), group, topic)
+    joined = b.heartbeat()
+    assert joined.error_code == E.NONE
+    assert joined.member_epoch == before.assignment_epoch      # the last target's epoch
+    assert b.assigned == set()
+    (after,) = describe(admin, group)
+    assert (after.group_epoch, after.assignment_epoch) == \
+        (before.group_epoch + 1, before.assignment_epoch)
+    b.until_assigned(lambda: b.assigned)
+    a.until_assigned(lambda: a.assigned and not a.assigned & b.assigned)
+    assert a.assigned | b.assigned == {0, 1, 2}
+    (settled,) = describe(admin, group)
+    assert settled.assignment_epoch == settled.group_epoch == after.group_epoch

@@ -66,7 +66,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
           "group.consumer.assignors", "group.consumer.assignment.interval.ms",
           "group.coordinator.rebalance.protocols", "group.consumer.migration.policy",
           "group.share.heartbeat.interval.ms", "group.share.session.timeout.ms",
-          "group.share.max.size", "group.streams.heartbeat.interval.ms",
+          "group.share.max.size", "group.share.assignment.interval.ms", "group.streams.heartbeat.interval.ms",
           "group.streams.session.timeout.ms", "group.streams.max.size",
           "group.streams.num.standby.replicas", "group.streams.initial.rebalance.delay.ms",
           "group.streams.assignment.interval.ms")

@@ -18,7 +18,7 @@ from typing import Callable
 
 from protocol.errors import ErrorCode
 
-from ...config import SETTINGS
+from ...config import SETTINGS, kafka_configs
 from ...log.files import write_json
 from ...topic_configs import BOOLEAN as BOOLEAN_TYPE, INT as INT_TYPE, type_problem
 
@@ -26,15 +26,6 @@ E = ErrorCode
 INT, STRING, BOOLEAN = "INT", "STRING", "BOOLEAN"
 _CONFIG_TYPES = {INT: INT_TYPE, BOOLEAN: BOOLEAN_TYPE}
 CONFIG_FILE = "group-configs.json"
-
-#: Kafka's defaults of the group.* broker settings this broker does not have (the
-#: group.streams.* ones are broker settings now: broker/config.py)
-_KAFKA_BROKER_DEFAULTS = {
-    "group.share.assignment.interval.ms": 1000,
-    "group.share.min.assignment.interval.ms": 0,
-    "group.share.max.assignment.interval.ms": 15000,
-}
-
 
 @dataclass(frozen=True)
 class GroupConfigDef:
@@ -137,11 +128,7 @@ class GroupConfigs:
         self._load()
 
     def broker_setting(self, name: str):
-        try:
-            value = self.broker_config[name]
-        except KeyError:
-            value = None
-        return _KAFKA_BROKER_DEFAULTS.get(name) if value is None else value
+        return self.broker_config[name]
 
     def default(self, name: str) -> str:
         d = GROUP_CONFIGS[name]
@@ -255,8 +242,12 @@ class GroupConfigs:
 
     @staticmethod
     def _broker_default(name: str):
-        setting = SETTINGS.get(name)
-        return setting.default if setting is not None else _KAFKA_BROKER_DEFAULTS.get(name)
+        """Kafka's default of a group.* broker setting, as broker_configs.py describes broker
+        configs: where this broker's default differs (a shorter heartbeat interval, no
+        assignment interval) its value shows as a static broker config over Kafka's default,
+        what Kafka shows when its server.properties sets the same value."""
+        spec = kafka_configs().get(name)
+        return spec[3] if spec is not None and spec[3] is not None else SETTINGS[name].default
 
     # ------------------------------------------------------------------ storage
     def _save(self) -> None:

@@ -22,7 +22,8 @@ class ShareGroup:
     """Members, group epoch and target assignment of one share group."""
 
     __slots__ = ("group_id", "state", "state_timestamp", "group_epoch", "assignment_epoch",
-                 "metadata_hash", "members", "target", "subscribed_names", "offsets",
+                 "assignment_timestamp", "metadata_hash", "members", "target",
+                 "subscribed_names", "offsets",
                  "pending_offset_commits", "persisted", "pending_members", "initialized",
                  "metadata_version")
 
@@ -35,6 +36,9 @@ class ShareGroup:
         self.state_timestamp: int | None = now_ms
         self.group_epoch = 1            # Kafka's ModernGroup: the first member makes it 2
         self.assignment_epoch = 0
+        #: when the target assignment was last computed (share.assignment.interval.ms counts
+        #: from it); 0: never
+        self.assignment_timestamp = 0
         self.metadata_hash = 0
         self.members: dict[str, ConsumerGroupMember] = {}
         self.target: dict[str, dict] = {}                   # member id -> target assignment

@@ -69,6 +69,17 @@ class ShareGroupManager:
         return self.context.setting(group_id, "share.heartbeat.interval.ms",
                                     self.config.group_share_heartbeat_interval_ms)
 
+    def assignment_due(self, group: ShareGroup, group_epoch: int, now: int) -> bool:
+        """Kafka's canComputeNextTargetAssignment: the group epoch is ahead of the target and
+        share.assignment.interval.ms has passed since the last one (or there was none). Until
+        then members keep the last target, and a heartbeat after the interval computes it."""
+        if group_epoch <= group.assignment_epoch:
+            return False
+        interval = self.context.setting(group.group_id, "share.assignment.interval.ms",
+                                        self.config.group_share_assignment_interval_ms)
+        return (not group.assignment_timestamp or not interval
+                or now >= group.assignment_timestamp + interval)
+
     # ================================================================== ShareGroupHeartbeat
     def heartbeat(self, request, client_id: str, client_host: str) -> tuple:
         """-> (records, response); nothing changes until the shard stores the records."""
@@ -153,7 +164,7 @@ class ShareGroupManager:
                 self.stats.share_group_rebalances_total += 1
         target_epoch = group.assignment_epoch
         target = group.target.get(member_id, {})
-        if group_epoch > group.assignment_epoch:
+        if self.assignment_due(group, group_epoch, now):
             if metadata is None:
                 metadata = self.topic_metadata(group.subscribed_topic_names(member_id, updated))
             targets = self._compute_target(group, updated, metadata)
@@ -335,6 +346,7 @@ class ShareGroupManager:
         elif kind == srec.TARGET_ASSIGNMENT_METADATA:
             if v is not None:
                 group.assignment_epoch = v.assignment_epoch
+                group.assignment_timestamp = v.assignment_timestamp
         elif kind == srec.CURRENT_MEMBER_ASSIGNMENT:
             old = group.members.get(mid)
             if v is None:

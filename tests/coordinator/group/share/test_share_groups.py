@@ -93,6 +93,50 @@ def test_second_member_takes_half_and_first_learns_at_its_heartbeat():
     assert h.log.writes == writes
 
 
+def test_within_the_assignment_interval_a_new_member_waits_for_a_heartbeat_after_it():
+    """group.share.assignment.interval.ms (Kafka's canComputeNextTargetAssignment): the first
+    target is computed at once; a member joining within the interval keeps the last target (none
+    for it) until a heartbeat after the interval computes the next one."""
+    h = ShareHarness({"group.share.assignment.interval.ms": 1000}, start=10_000)
+    tid = h.topics.create("t", 4)
+    r1 = h.heartbeat("m1")
+    assert (r1.member_epoch, h.assigned(r1)) == (2, {tid: [0, 1, 2, 3]})
+    h.advance(400)
+    r2 = h.heartbeat("m2")
+    assert r2.error_code == 0 and r2.member_epoch == 2     # the last target's epoch, not 3
+    assert h.assigned(r2) == {}
+    (g,) = h.describe("g")
+    assert (g.group_epoch, g.assignment_epoch) == (3, 2)
+    assert h.heartbeat("m1", epoch=2, topics=None).assignment is None  # still all four
+    h.advance(599)
+    assert h.heartbeat("m2", epoch=2, topics=None).member_epoch == 2   # 999 ms: not yet
+    h.advance(1)
+    r2 = h.heartbeat("m2", epoch=2, topics=None)
+    assert r2.member_epoch == 3 and len(h.assigned(r2)[tid]) == 2
+    r1 = h.heartbeat("m1", epoch=2, topics=None)
+    assert r1.member_epoch == 3
+    assert sorted(h.assigned(r1)[tid] + h.assigned(r2)[tid]) == [0, 1, 2, 3]
+    (g,) = h.describe("g")
+    assert (g.group_epoch, g.assignment_epoch) == (3, 3)
+
+
+def test_the_assignment_interval_survives_a_reload():
+    """The target's timestamp is stored with its epoch: a coordinator that loads the group
+    counts the interval from the same moment."""
+    h = ShareHarness({"group.share.assignment.interval.ms": 1000}, start=10_000)
+    h.topics.create("t", 2)
+    h.heartbeat("m1")
+    again = ShareHarness({"group.share.assignment.interval.ms": 1000}, log=h.log,
+                         topics=h.topics, start=10_500)
+    for p in range(again.coordinator.runtime.num_partitions):
+        again.coordinator.runtime.begin_loading(p)
+        again.coordinator.runtime.load(p, h.log.records(p))
+        again.coordinator.runtime.finish_loading(p)
+    assert again.heartbeat("m2").member_epoch == 2               # 500 ms after the target
+    again.advance(500)
+    assert again.heartbeat("m2", epoch=2, topics=None).member_epoch == 3
+
+
 def test_more_members_than_partitions_share_a_partition():
     h = ShareHarness()
     tid = h.topics.create("t", 1)
