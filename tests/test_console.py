@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import time
 import urllib.error
 import urllib.request
@@ -374,6 +376,20 @@ def test_broker_view_marks_settings_and_counts_requests_errors_and_connections(b
     delay = settings["group.initial.rebalance.delay.ms"]
     assert delay["differs_from_kafka"] and delay["kafka_default"] == 3000
     assert settings["metrics.port"]["kafka_setting"] is False
+    # Kafka's defaults come from its catalogue: every default the README says differs, and
+    # only those (plus what the embedded broker and this test's broker set)
+    differs = {n for n, s in settings.items() if s["differs_from_kafka"]}
+    readme = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "README.md")).read()
+    documented = set(re.findall(r"^\| `([a-z.]+)`", readme, re.M))
+    documented |= {"group.consumer.min.heartbeat.interval.ms",
+                   "group.streams.min.heartbeat.interval.ms", "group.streams.heartbeat.interval.ms",
+                   "group.streams.initial.rebalance.delay.ms",
+                   "group.streams.assignment.interval.ms", "transaction.state.log.segment.bytes"}
+    assert {"group.share.assignment.interval.ms", "group.streams.assignment.interval.ms",
+            "offsets.topic.segment.bytes"} <= differs
+    assert not {n for n in differs if settings[n]["non_default"] is False} - documented
+    assert settings["group.consumer.min.assignment.interval.ms"]["differs_from_kafka"] is False
+    assert settings["super.users"]["kafka_setting"] is True
     apis = {a["api"]: a for a in view["apis"]}
     assert apis["Produce"]["requests"] >= 1 and apis["Metadata"]["requests"] >= 1
     assert view["listeners"][0]["name"] == "PLAINTEXT"

@@ -14,7 +14,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 from protocol.records import CorruptRecordError, iter_batches
 
-from ..config import SECRET_SETTINGS, SETTINGS
+from ..config import SECRET_SETTINGS, SETTINGS, kafka_configs
 from ..topic_configs import TOPIC_CONFIGS
 from ..log.base import OffsetOutOfRange
 from ..topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
@@ -44,22 +44,29 @@ LAG_SAMPLE_MS = 1000
 RATE_SNAPSHOTS = 60
 RATE_SNAPSHOT_MS = 1000
 
-#: Kafka's defaults of the settings whose default here is another (each documented in
-#: broker/config.py); the broker view marks a value that differs from Kafka's
-KAFKA_DEFAULTS = {
-    "listeners": "PLAINTEXT://:9092",
-    "group.initial.rebalance.delay.ms": 3000,
-    "group.consumer.heartbeat.interval.ms": 5000,
-    "group.consumer.min.heartbeat.interval.ms": 5000,
-    "group.consumer.assignment.interval.ms": 1000,
-    "group.consumer.min.assignment.interval.ms": 1000,
-    "offsets.topic.segment.bytes": 104857600,
-    "transaction.state.log.segment.bytes": 104857600,
-}
-#: settings of this broker that Kafka does not have
-NOT_KAFKA = {"log.memory.max.bytes", "metrics.port", "metrics.host", "log.format", "log.level",
-             "console.enable", "console.actions.enable", "metrics.write.enable",
-             "metrics.allowed.hosts"}
+_NOT_KAFKA = object()
+#: Kafka settings its broker-config catalogue does not list: its authorizer's own (the
+#: StandardAuthorizer reads them from server.properties), with the same defaults as here
+AUTHORIZER_SETTINGS = {"super.users", "allow.everyone.if.no.acl.found"}
+
+
+def kafka_default(setting):
+    """Kafka's default of one of this broker's settings, read as this broker reads the setting,
+    from Kafka's catalogue (broker/kafka_broker_configs.json); _NOT_KAFKA for a setting Kafka
+    does not have (metrics.port, console.enable, ...). Where Kafka's default is derived (no
+    literal, as log.retention.ms from log.retention.hours) this broker's is taken as the same."""
+    if setting.name in AUTHORIZER_SETTINGS:
+        return setting.default
+    spec = kafka_configs().get(setting.name)
+    if spec is None:
+        return _NOT_KAFKA
+    literal = spec[3]
+    if literal is None:
+        return setting.default
+    try:
+        return setting.parse(literal)
+    except (TypeError, ValueError):
+        return literal
 
 _CONTROL_KEY = struct.Struct(">hh")
 _INT16 = struct.Struct(">h")
@@ -659,15 +666,16 @@ def broker_view(broker, rates: RequestRates, query: dict, actions: bool) -> dict
     settings = []
     for name, setting in SETTINGS.items():
         value = config.values.get(name)
-        kafka = KAFKA_DEFAULTS.get(name, setting.default)
+        kafka = kafka_default(setting)
+        is_kafka = kafka is not _NOT_KAFKA
         # a secret (passwords of a JAAS config) is shown as set, never its value
         shown = "[hidden]" if name in SECRET_SETTINGS and value else _plain(value)
         settings.append({
             "name": name, "value": shown, "default": _plain(setting.default),
-            "kafka_default": None if name in NOT_KAFKA else _plain(kafka),
-            "kafka_setting": name not in NOT_KAFKA,
+            "kafka_default": _plain(kafka) if is_kafka else None,
+            "kafka_setting": is_kafka,
             "non_default": value != setting.default,
-            "differs_from_kafka": name not in NOT_KAFKA and value != kafka,
+            "differs_from_kafka": is_kafka and value != kafka,
             "doc": setting.doc})
     totals: dict = {}
     for (api, _version), n in broker.metrics.traffic.requests.items():
