@@ -27,7 +27,7 @@ from ..consumer.reconciliation import FencedMemberEpoch, reconcile
 from ...common.result import CoordinatorResult
 from ...common.timer import CoordinatorTimer
 from ..group import DEAD, EMPTY, STABLE
-from . import records as srec
+from . import records as srec, settings
 from .assignor import MemberSpec, assign
 from .group import (ACTIVE, KINDS, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                     MEMBER_STATES_BY_VALUE, STANDBY, WARMUP, StreamsGroup, StreamsGroupMember,
@@ -104,30 +104,6 @@ class StreamsGroupManager:
     @property
     def topics(self):
         return self.context.topics
-
-    # ------------------------------------------------------------------ settings
-    def session_timeout_ms(self, group_id: str) -> int:
-        return self.context.setting(group_id, "streams.session.timeout.ms",
-                                    self.config.group_streams_session_timeout_ms)
-
-    def heartbeat_interval_ms(self, group_id: str) -> int:
-        return self.context.setting(group_id, "streams.heartbeat.interval.ms",
-                                    self.config.group_streams_heartbeat_interval_ms)
-
-    def num_standby_replicas(self, group_id: str) -> int:
-        return self.context.setting(group_id, "streams.num.standby.replicas",
-                                    self.config.group_streams_num_standby_replicas)
-
-    def initial_rebalance_delay_ms(self, group_id: str) -> int:
-        return self.context.setting(group_id, "streams.initial.rebalance.delay.ms",
-                                    self.config.group_streams_initial_rebalance_delay_ms)
-
-    def assignment_interval_ms(self, group_id: str) -> int:
-        return self.context.setting(group_id, "streams.assignment.interval.ms",
-                                    self.config.group_streams_assignment_interval_ms)
-
-    def assignment_configs(self, group_id: str) -> dict:
-        return {"num.standby.replicas": str(self.num_standby_replicas(group_id))}
 
     # ================================================================== StreamsGroupHeartbeat
     def heartbeat(self, request, client_id: str, client_host: str) -> tuple:
@@ -252,7 +228,7 @@ class StreamsGroupManager:
                 _check_tasks(configured, kind)
         if validated_epoch != group.validated_topology_epoch:
             bump = True
-        configs = self.assignment_configs(group_id)
+        configs = settings.assignment_configs(self.context, group_id)
         if not bump and configs != group.last_assignment_configs:
             bump = True
         group_epoch = group.group_epoch
@@ -267,7 +243,7 @@ class StreamsGroupManager:
         # the first rebalance of an empty group waits for more members
         delay_key = ("streams-initial", group_id)
         if was_empty:
-            delay = self.initial_rebalance_delay_ms(group_id)
+            delay = settings.initial_rebalance_delay_ms(self.context, group_id)
             if delay > 0 and not self.timer.is_scheduled(delay_key):
                 self.timer.schedule(delay_key, delay,
                                     lambda: self._delayed_assignment(group_id))
@@ -284,9 +260,9 @@ class StreamsGroupManager:
         if request.shutdown_application:
             group.shutdown_request_member_id = member_id
 
-        response = _Response(error_code=0, member_id=member_id,
-                             member_epoch=reconciled.member_epoch,
-                             heartbeat_interval_ms=self.heartbeat_interval_ms(group_id))
+        response = _Response(
+            error_code=0, member_id=member_id, member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=settings.heartbeat_interval_ms(self.context, group_id))
         if joining or dict(reconciled.assigned) != dict(member.assigned):
             cls = _Response.TaskIds
             for kind in KINDS:
@@ -339,7 +315,7 @@ class StreamsGroupManager:
             return group.assignment_epoch, {}, []
         if group.assignment_epoch >= group_epoch:
             return group.assignment_epoch, group.target.get(updated.member_id, {}), []
-        interval = self.assignment_interval_ms(gid)
+        interval = settings.assignment_interval_ms(self.context, gid)
         if interval > 0 and now < group.assignment_timestamp + interval:
             statuses.append(_status(Status.ASSIGNMENT_DELAYED, "Assignment delayed due to the "
                                     "configured assignment interval."))
@@ -446,7 +422,7 @@ class StreamsGroupManager:
         configured = self.configured(group)
         if configured is None:
             return      # as Kafka: no configured topology, no delayed assignment
-        configs = self.assignment_configs(group_id)
+        configs = settings.assignment_configs(self.context, group_id)
         targets = self.compute_target(group, dict(group.members), configured, configs)
         records = [srec.target_assignment_record(group_id, mid, tasks)
                    for mid, tasks in targets.items() if tasks != group.target.get(mid)]
@@ -500,7 +476,7 @@ class StreamsGroupManager:
         if member is None:
             return
         self.timer.extend(("streams-session", group_id, member_id),
-                          self.session_timeout_ms(group_id),
+                          settings.session_timeout_ms(self.context, group_id),
                           lambda: self.expire_member(group_id, member_id, "session"))
         key = ("streams-revocation", group_id, member_id)
         if member.state is MemberState.UNREVOKED_PARTITIONS:
