@@ -30,10 +30,10 @@ from ..group import DEAD, EMPTY, STABLE
 from . import records as srec, settings
 from .assignor import MemberSpec, assign
 from .group import (ACTIVE, KINDS, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                    MEMBER_STATES_BY_VALUE, STANDBY, WARMUP, StreamsGroup, StreamsGroupMember,
+                    MEMBER_STATES_BY_VALUE, STANDBY, StreamsGroup, StreamsGroupMember,
                     tasks_of)
-from .topology import (Status, StreamsTopology, TopologyError, configure,
-                       validate_request_topology)
+from .heartbeat import check_epoch, check_tasks, error_answer, status, tasks_in, validate
+from .topology import Status, StreamsTopology, TopologyError, configure
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -50,22 +50,6 @@ FORCED_DETAILS = {
     Status.SHUTDOWN_APPLICATION: "A member requested a shutdown for the entire application.",
     Status.ASSIGNMENT_DELAYED: "Assignment delayed.",
 }
-
-
-def _invalid(message: str) -> GroupError:
-    return GroupError(E.INVALID_REQUEST, message)
-
-
-def _blank(value: str | None) -> bool:
-    return value is not None and value.strip() == ""
-
-
-def _tasks_in(task_ids) -> dict:
-    return {t.subtopology_id: frozenset(t.partitions) for t in task_ids or () if t.partitions}
-
-
-def _status(code: int, detail: str):
-    return _Response.Status(status_code=code, status_detail=detail)
 
 
 class StreamsGroupManager:
@@ -99,7 +83,7 @@ class StreamsGroupManager:
         if until is not None and now >= until:
             del self.forced[group_id]
             return None
-        return _status(code, f"{FORCED_DETAILS[code]} ({tag})")
+        return status(code, f"{FORCED_DETAILS[code]} ({tag})")
 
     @property
     def topics(self):
@@ -115,12 +99,10 @@ class StreamsGroupManager:
                                         LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(request) + ({},)
             return self._heartbeat(request, client_id, client_host)
-        except GroupError as exc:
-            return [], _Response(error_code=int(exc.code), error_message=exc.message), {}
-        except TopologyError as exc:
-            return [], _Response(error_code=int(exc.code), error_message=exc.message), {}
+        except (GroupError, TopologyError) as exc:
+            return [], error_answer(exc.code, exc.message), {}
         except FencedMemberEpoch as exc:
-            return [], _Response(error_code=int(exc.code), error_message=str(exc)), {}
+            return [], error_answer(exc.code, str(exc)), {}
 
     def _group(self, group_id: str, create: bool) -> StreamsGroup:
         group = self.groups.get(group_id)
@@ -165,7 +147,7 @@ class StreamsGroupManager:
             member = StreamsGroupMember(member_id)
             log.info("member joins the streams group", group=group_id, member=member_id)
         else:
-            _check_epoch(member, epoch, request)
+            check_epoch(member, epoch, request)
 
         # 1. the member
         updated = member.replace(
@@ -196,12 +178,12 @@ class StreamsGroupManager:
                 records.append(srec.topology_record(group_id, sent))
                 topology = sent
             elif topology.epoch <= sent.epoch and topology != sent:
-                raise _invalid("Topology updates are not supported yet.")
+                raise GroupError(E.INVALID_REQUEST, "Topology updates are not supported yet.")
         if topology is None:
             raise GroupError(E.UNKNOWN_SERVER_ERROR,
                              "The topology is null and the group topology is also null.")
         if updated.topology_epoch < topology.epoch:
-            statuses.append(_status(
+            statuses.append(status(
                 Status.STALE_TOPOLOGY,
                 f"The member's topology epoch {updated.topology_epoch} is behind the group's "
                 f"topology epoch {topology.epoch}."))
@@ -225,7 +207,7 @@ class StreamsGroupManager:
         if configured.ready:
             validated_epoch = topology.epoch
             for kind in (request.active_tasks, request.standby_tasks, request.warmup_tasks):
-                _check_tasks(configured, kind)
+                check_tasks(configured, kind)
         if validated_epoch != group.validated_topology_epoch:
             bump = True
         configs = settings.assignment_configs(self.context, group_id)
@@ -278,10 +260,10 @@ class StreamsGroupManager:
         to_create = {}
         if configured.status is not None:
             to_create = configured.internal_topics_to_create
-            statuses.append(_status(*configured.status))
+            statuses.append(status(*configured.status))
         shutdown_by = group.shutdown_request_member_id
         if shutdown_by is not None:
-            statuses.append(_status(
+            statuses.append(status(
                 Status.SHUTDOWN_APPLICATION,
                 f"Streams group member {shutdown_by} encountered a fatal error and requested a "
                 "shutdown for the entire application."))
@@ -310,14 +292,14 @@ class StreamsGroupManager:
         """Kafka's maybeUpdateStreamsTargetAssignment -> (epoch, the member's target, records)."""
         gid = group.group_id
         if self.timer.is_scheduled(("streams-initial", gid)):
-            statuses.append(_status(Status.ASSIGNMENT_DELAYED, "Assignment delayed due to the "
+            statuses.append(status(Status.ASSIGNMENT_DELAYED, "Assignment delayed due to the "
                                     "configured initial rebalance delay."))
             return group.assignment_epoch, {}, []
         if group.assignment_epoch >= group_epoch:
             return group.assignment_epoch, group.target.get(updated.member_id, {}), []
         interval = settings.assignment_interval_ms(self.context, gid)
         if interval > 0 and now < group.assignment_timestamp + interval:
-            statuses.append(_status(Status.ASSIGNMENT_DELAYED, "Assignment delayed due to the "
+            statuses.append(status(Status.ASSIGNMENT_DELAYED, "Assignment delayed due to the "
                                     "configured assignment interval."))
             self.timer.schedule(("streams-assign", gid),
                                 group.assignment_timestamp + interval - now,
@@ -374,8 +356,8 @@ class StreamsGroupManager:
 
         owned = None
         if request.active_tasks is not None:
-            owned = tasks_of(_tasks_in(request.active_tasks), _tasks_in(request.standby_tasks),
-                             _tasks_in(request.warmup_tasks))
+            owned = tasks_of(tasks_in(request.active_tasks), tasks_in(request.standby_tasks),
+                             tasks_in(request.warmup_tasks))
         keys = frozenset(target) | frozenset(member.assigned) | \
             frozenset(member.pending_revocation)
         return reconcile(member, target_epoch, target, owned, held_elsewhere, keys, False)
@@ -730,92 +712,3 @@ def _is_simple(group) -> bool:
         getattr(group, "protocol_type", None) is None and not group.members and \
         group.state in (EMPTY, DEAD)
 
-
-def validate(request) -> None:
-    """Kafka's throwIfStreamsGroupHeartbeatRequestIsUsingUnsupportedFeatures and
-    throwIfStreamsGroupHeartbeatRequestIsInvalid, in its order."""
-    if request.instance_id is not None:
-        raise _invalid("Static membership is not yet supported.")
-    if request.task_offsets is not None:
-        raise _invalid("TaskOffsets are not supported yet.")
-    if request.task_end_offsets is not None:
-        raise _invalid("TaskEndOffsets are not supported yet.")
-    if request.warmup_tasks:
-        raise _invalid("WarmupTasks are not supported yet.")
-    if request.topology is not None:
-        for s in request.topology.subtopologies or ():
-            if s.source_topic_regex:
-                raise _invalid("Regular expressions for source topics are not supported yet.")
-    if _blank(request.member_id) or not request.member_id:
-        raise _invalid("MemberId can't be empty.")
-    if _blank(request.group_id) or not request.group_id:
-        raise _invalid("GroupId can't be empty.")
-    if _blank(request.instance_id):
-        raise _invalid("InstanceId can't be empty.")
-    if _blank(request.rack_id):
-        raise _invalid("RackId can't be empty.")
-    epoch = request.member_epoch
-    if epoch == 0:
-        if request.rebalance_timeout_ms == -1:
-            raise _invalid("RebalanceTimeoutMs must be provided in first request.")
-        # Kafka's throwIfNotEmptyCollection: null is not empty either
-        if request.active_tasks is None or request.active_tasks:
-            raise _invalid("ActiveTasks must be empty when (re-)joining.")
-        if request.standby_tasks is None or request.standby_tasks:
-            raise _invalid("StandbyTasks must be empty when (re-)joining.")
-        if request.warmup_tasks is None or request.warmup_tasks:
-            raise _invalid("WarmupTasks must be empty when (re-)joining.")
-        if request.topology is None:
-            raise _invalid("Topology must be non-null when (re-)joining.")
-        try:
-            validate_request_topology(request.topology)
-        except TopologyError as exc:
-            raise GroupError(exc.code, exc.message) from None
-    elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-        if request.instance_id is None:
-            raise _invalid("InstanceId can't be null.")
-    elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-        raise _invalid(f"MemberEpoch is {epoch}, but must be greater than or equal to -2.")
-    kinds = (request.active_tasks, request.standby_tasks, request.warmup_tasks)
-    if any(k is not None for k in kinds) and any(k is None for k in kinds):
-        raise _invalid("If one task-type is non-null, all must be non-null.")
-    if epoch != 0 and request.topology is not None:
-        raise _invalid("Topology can only be provided when (re-)joining.")
-
-
-def _check_tasks(configured, task_ids) -> None:
-    """Kafka's throwIfRequestContainsInvalidTasks."""
-    for t in task_ids or ():
-        s = configured.subtopologies.get(t.subtopology_id)
-        if s is None:
-            raise _invalid(f"Subtopology {t.subtopology_id} does not exist in the topology.")
-        for p in t.partitions:
-            if p < 0 or p >= s.num_tasks:
-                raise _invalid(f"Task {p} for subtopology {t.subtopology_id} is invalid. "
-                               f"Number of tasks for this subtopology: {s.num_tasks}")
-
-
-def _check_epoch(member: StreamsGroupMember, epoch: int, request) -> None:
-    """Kafka's throwIfStreamsGroupMemberEpochIsInvalid (epoch 0 always rejoins)."""
-    if epoch == 0:
-        return
-    if epoch > member.member_epoch:
-        raise GroupError(E.FENCED_MEMBER_EPOCH,
-                         f"The streams group member has a greater member epoch ({epoch}) than "
-                         f"the one known by the group coordinator ({member.member_epoch}). The "
-                         "member must abandon all its partitions and rejoin.")
-    if epoch < member.member_epoch:
-        owned_ok = True
-        for kind, sent in ((ACTIVE, request.active_tasks), (STANDBY, request.standby_tasks),
-                           (WARMUP, request.warmup_tasks)):
-            if sent is None:
-                continue
-            for sub, ps in _tasks_in(sent).items():
-                if not ps <= member.assigned.get((kind, sub), frozenset()):
-                    owned_ok = False
-        if epoch != member.previous_member_epoch or not owned_ok:
-            raise GroupError(E.FENCED_MEMBER_EPOCH,
-                             f"The streams group member has a smaller member epoch ({epoch}) "
-                             "than the one known by the group coordinator "
-                             f"({member.member_epoch}). The member must abandon all its "
-                             "partitions and rejoin.")
