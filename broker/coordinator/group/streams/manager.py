@@ -22,7 +22,7 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ..consumer.group import GroupError, MemberState, metadata_hash
+from ..consumer.group import GroupError, MemberState
 from ..consumer.reconciliation import FencedMemberEpoch, reconcile
 from ...common.result import CoordinatorResult
 from ...common.timer import CoordinatorTimer
@@ -32,8 +32,11 @@ from .assignor import MemberSpec, assign
 from .group import (ACTIVE, KINDS, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                     MEMBER_STATES_BY_VALUE, STANDBY, StreamsGroup, StreamsGroupMember,
                     tasks_of)
+from .configured_topology import (configure_against, configured_topology, partition_count,
+                                  topology_metadata_hash)
+from .describe import describe_group
 from .heartbeat import check_epoch, check_tasks, error_answer, status, tasks_in, validate
-from .topology import Status, StreamsTopology, TopologyError, configure
+from .topology import Status, StreamsTopology, TopologyError
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -194,11 +197,11 @@ class StreamsGroupManager:
         version = self.topics.version()
         reconfigure = group.topology is None
         if reconfigure or configured is None or group.metadata_version != version:
-            digest = self.metadata_hash(topology)
+            digest = topology_metadata_hash(self.topics, topology)
             if digest != group.metadata_hash:
                 bump = reconfigure = True
             if reconfigure or configured is None:
-                configured = configure(topology, self.partition_count, digest)
+                configured = configure_against(self.topics, topology, digest)
                 if group.topology is not None:
                     group.configured = configured
             if group.topology is not None:
@@ -272,20 +275,6 @@ class StreamsGroupManager:
             statuses.append(forced)
         response.status = statuses
         return records, response, to_create
-
-    def metadata_hash(self, topology: StreamsTopology) -> int:
-        """The hash of the topics the topology needs that exist (Kafka's computeMetadataHash
-        over requiredTopics)."""
-        metadata = {}
-        for name in topology.required_topics():
-            found = self.topics.get(name)
-            if found is not None:
-                metadata[found[0]] = (name, found[1])
-        return metadata_hash(metadata)
-
-    def partition_count(self, name: str) -> int | None:
-        found = self.topics.get(name)
-        return None if found is None else found[1]
 
     def _target(self, group: StreamsGroup, group_epoch: int, updated: StreamsGroupMember,
                 configured, configs: dict, statuses: list, now: int) -> tuple:
@@ -387,7 +376,7 @@ class StreamsGroupManager:
             if s is None:
                 continue
             for topic in sorted(s.source_topics | set(s.repartition_source_topics)):
-                n = self.partition_count(topic)
+                n = partition_count(self.topics, topic)
                 if n is None:
                     continue
                 out.append(_Response.TopicPartition(topic=topic,
@@ -401,7 +390,7 @@ class StreamsGroupManager:
         if not isinstance(group, StreamsGroup) or self.context.loading or \
                 group.assignment_epoch >= group.group_epoch or not group.members:
             return
-        configured = self.configured(group)
+        configured = configured_topology(self.topics, group)
         if configured is None:
             return      # as Kafka: no configured topology, no delayed assignment
         configs = settings.assignment_configs(self.context, group_id)
@@ -616,95 +605,13 @@ class StreamsGroupManager:
         for member_id in group.members:
             self.after_heartbeat(group.group_id, member_id)
 
-    def configured(self, group: StreamsGroup):
-        """The group's topology configured against the topics as they are (derived state,
-        kept until the topology or the topics change); None if it cannot be."""
-        if group.topology is None:
-            return None
-        version = self.topics.version()
-        if group.configured is None or group.metadata_version != version:
-            try:
-                group.configured = configure(group.topology, self.partition_count,
-                                             group.metadata_hash)
-            except TopologyError:
-                return None
-        return group.configured
-
     def unload_group(self, group: StreamsGroup) -> None:
         for member_id in list(group.members):
             self.cancel_timers(group.group_id, member_id)
 
     # ================================================================== StreamsGroupDescribe
     def describe(self, group_id: str):
-        r = m.StreamsGroupDescribeResponse
-        group = self.groups.get(group_id)
-        if group is None or group.state is DEAD:
-            return r.DescribedGroup(error_code=int(E.GROUP_ID_NOT_FOUND),
-                                    error_message=f"Group {group_id} not found.",
-                                    group_id=group_id)
-        if not isinstance(group, StreamsGroup):
-            return r.DescribedGroup(error_code=int(E.GROUP_ID_NOT_FOUND),
-                                    error_message=f"Group {group_id} is not a streams group.",
-                                    group_id=group_id)
-
-        def task_ids(tasks: dict) -> list:
-            return [r.TaskIds(subtopology_id=sub, partitions=sorted(ps))
-                    for sub, ps in sorted(tasks.items())]
-
-        def assignment(tasks: dict) -> object:
-            return r.Assignment(**{f"{kind}_tasks": task_ids(
-                {sub: ps for (k, sub), ps in tasks.items() if k == kind}) for kind in KINDS})
-
-        members = []
-        for mm in group.members.values():
-            members.append(r.Member(
-                member_id=mm.member_id, member_epoch=mm.member_epoch,
-                instance_id=mm.instance_id, rack_id=mm.rack_id, client_id=mm.client_id,
-                client_host=mm.client_host, topology_epoch=mm.topology_epoch,
-                process_id=mm.process_id,
-                user_endpoint=None if mm.user_endpoint is None else r.Endpoint(
-                    host=mm.user_endpoint[0], port=mm.user_endpoint[1]),
-                client_tags=[r.KeyValue(key=k, value=v) for k, v in mm.client_tags],
-                task_offsets=[], task_end_offsets=[],
-                assignment=assignment(mm.assigned),
-                target_assignment=assignment(group.target.get(mm.member_id, {})),
-                is_classic=False))
-        topology = None
-        if group.topology is not None:
-            topology = r.Topology(epoch=group.topology.epoch,
-                                  subtopologies=self._describe_subtopologies(group))
-        return r.DescribedGroup(error_code=0, group_id=group_id, group_state=group.state.value,
-                                group_epoch=group.group_epoch,
-                                assignment_epoch=group.assignment_epoch, topology=topology,
-                                members=members)
-
-    def _describe_subtopologies(self, group: StreamsGroup) -> list:
-        r = m.StreamsGroupDescribeResponse
-        configured = self.configured(group)
-        if configured is not None and not configured.ready:
-            configured = None       # Kafka describes the topology as sent until it is ready
-        subs = []
-
-        def info(t, derived) -> object:
-            n = t.partitions
-            if derived is not None and t.name in derived:
-                n = derived[t.name].partitions
-            return r.TopicInfo(name=t.name, partitions=n,
-                               replication_factor=t.replication_factor,
-                               topic_configs=[r.KeyValue(key=k, value=v) for k, v in t.configs])
-
-        for s in sorted(group.topology.subtopologies, key=lambda s: s.subtopology_id):
-            cs = configured.subtopologies.get(s.subtopology_id) \
-                if configured is not None and configured.subtopologies else None
-            subs.append(r.Subtopology(
-                subtopology_id=s.subtopology_id, source_topics=list(s.source_topics),
-                repartition_sink_topics=list(s.repartition_sink_topics),
-                state_changelog_topics=[info(t, cs.state_changelog_topics if cs else None)
-                                        for t in s.state_changelog_topics],
-                repartition_source_topics=[info(t, cs.repartition_source_topics if cs else None)
-                                           for t in s.repartition_source_topics]))
-        return subs
-
+        return describe_group(self.context, group_id)
 
 def _is_simple(group) -> bool:
     """A classic group that only holds committed offsets (no protocol, no members)."""
