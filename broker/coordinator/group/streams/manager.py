@@ -36,6 +36,7 @@ from .configured_topology import (configure_against, configured_topology, partit
                                   topology_metadata_hash)
 from .describe import describe_group
 from .heartbeat import check_epoch, check_tasks, error_answer, status, tasks_in, validate
+from .timeouts import MemberTimeouts
 from .topology import Status, StreamsTopology, TopologyError
 
 log = structlog.get_logger("broker.coordinator")
@@ -65,6 +66,7 @@ class StreamsGroupManager:
         self.clock = context.clock
         self.stats = context.stats
         self.timer = CoordinatorTimer(context.timer)
+        self.timeouts = MemberTimeouts(context, self.timer, self.write_fence)
         self._touched: set = set()
         #: group id -> (status code, tag, until ms or None): a status every heartbeat of the
         #: group is told of, set by a fault (broker/faults.py "streams_status")
@@ -427,7 +429,7 @@ class StreamsGroupManager:
         streamsGroupFenceMember); the others get its tasks at their next heartbeats."""
         gid = group.group_id
         mid = member.member_id
-        self.cancel_timers(gid, mid)
+        self.timeouts.cancel(gid, mid)
         self.stats.streams_group_rebalances_total += 1
         return [srec.tombstone(srec.CURRENT_MEMBER_ASSIGNMENT, gid, mid),
                 srec.tombstone(srec.TARGET_ASSIGNMENT_MEMBER, gid, mid),
@@ -436,51 +438,16 @@ class StreamsGroupManager:
                                         group.validated_topology_epoch,
                                         group.last_assignment_configs)]
 
-    # ------------------------------------------------------------------ timeouts
-    def after_heartbeat(self, group_id: str, member_id: str) -> None:
-        """Once the heartbeat's records are stored: the session starts again, and a member
-        that must revoke tasks gets its rebalance timeout."""
-        group = self.groups.get(group_id)
-        if not isinstance(group, StreamsGroup):
-            return
-        member = group.members.get(member_id)
-        if member is None:
-            return
-        self.timer.extend(("streams-session", group_id, member_id),
-                          settings.session_timeout_ms(self.context, group_id),
-                          lambda: self.expire_member(group_id, member_id, "session"))
-        key = ("streams-revocation", group_id, member_id)
-        if member.state is MemberState.UNREVOKED_PARTITIONS:
-            if not self.timer.is_scheduled(key):
-                epoch = member.member_epoch
-                self.timer.schedule(key, max(member.rebalance_timeout_ms, 0),
-                                    lambda: self.expire_member(group_id, member_id, "revocation",
-                                                               epoch))
-        else:
-            self.timer.cancel(key)
-
-    def cancel_timers(self, group_id: str, member_id: str) -> None:
-        for kind in ("streams-session", "streams-revocation"):
-            self.timer.cancel((kind, group_id, member_id))
-
-    def expire_member(self, group_id: str, member_id: str, why: str = "session",
-                      epoch: int | None = None) -> None:
-        """Fence a member whose session expired, or that did not revoke its tasks within its
-        rebalance timeout, through the write path."""
-        group = self.groups.get(group_id)
-        if not isinstance(group, StreamsGroup) or self.context.loading:
-            return
-        member = group.members.get(member_id)
-        if member is None:
-            return
-        if why == "revocation" and (member.state is not MemberState.UNREVOKED_PARTITIONS
-                                    or member.member_epoch != epoch):
-            return
-        log.info("streams group member fenced", group=group_id, member=member_id, reason=why)
-        self.stats.expired_members_total += 1
-        self.stats.history.member_left(group_id, member_id, "expired" if why == "session"
-                                       else "did not revoke in time")
+    def write_fence(self, group: StreamsGroup, member: StreamsGroupMember) -> None:
+        """A member's removal through the write path (its timeouts' ``fence``)."""
         self.context.append(CoordinatorResult(self.fence_member(group, member)))
+
+    # ------------------------------------------------------------------ timeouts (timeouts.py)
+    def after_heartbeat(self, group_id: str, member_id: str) -> None:
+        self.timeouts.after_heartbeat(group_id, member_id)
+
+    def expire_member(self, group_id: str, member_id: str) -> None:
+        self.timeouts.expire_member(group_id, member_id)
 
     # ------------------------------------------------------------------ replay
     def replay(self, key: srec.StreamsKey, value: bytes | None, replay: bool) -> None:
@@ -521,7 +488,7 @@ class StreamsGroupManager:
         elif kind == srec.MEMBER_METADATA:
             if v is None:
                 if group.remove_member(mid) is not None and not replay:
-                    self.cancel_timers(group_id, mid)
+                    self.timeouts.cancel(group_id, mid)
             else:
                 old = group.members.get(mid)
                 if old is None:
@@ -581,7 +548,7 @@ class StreamsGroupManager:
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
         for member_id in list(group.members):
-            self.cancel_timers(group.group_id, member_id)
+            self.timeouts.cancel(group.group_id, member_id)
         self.timer.cancel(("streams-initial", group.group_id))
         self.timer.cancel(("streams-assign", group.group_id))
 
@@ -603,11 +570,11 @@ class StreamsGroupManager:
         """A loaded group's members get a whole session (and revocation timeout) to come back."""
         group.topics = self.topics
         for member_id in group.members:
-            self.after_heartbeat(group.group_id, member_id)
+            self.timeouts.after_heartbeat(group.group_id, member_id)
 
     def unload_group(self, group: StreamsGroup) -> None:
         for member_id in list(group.members):
-            self.cancel_timers(group.group_id, member_id)
+            self.timeouts.cancel(group.group_id, member_id)
 
     # ================================================================== StreamsGroupDescribe
     def describe(self, group_id: str):
