@@ -22,20 +22,20 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ..consumer.group import GroupError, MemberState
+from ..consumer.group import GroupError
 from ..consumer.reconciliation import FencedMemberEpoch, reconcile
 from ...common.result import CoordinatorResult
 from ...common.timer import CoordinatorTimer
-from ..group import DEAD, EMPTY, STABLE
+from ..group import DEAD
 from . import records as srec, settings
 from .assignor import MemberSpec, assign
 from .group import (ACTIVE, KINDS, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                    MEMBER_STATES_BY_VALUE, STANDBY, StreamsGroup, StreamsGroupMember,
-                    tasks_of)
+                    STANDBY, StreamsGroup, StreamsGroupMember, is_simple, new_group, tasks_of)
 from .configured_topology import (configure_against, configured_topology, partition_count,
                                   topology_metadata_hash)
 from .describe import describe_group
 from .heartbeat import check_epoch, check_tasks, error_answer, status, tasks_in, validate
+from .replay import Replay
 from .timeouts import MemberTimeouts
 from .topology import Status, StreamsTopology, TopologyError
 
@@ -67,6 +67,7 @@ class StreamsGroupManager:
         self.stats = context.stats
         self.timer = CoordinatorTimer(context.timer)
         self.timeouts = MemberTimeouts(context, self.timer, self.write_fence)
+        self.replayer = Replay(context, self.timeouts.cancel, self._group_removed)
         self._touched: set = set()
         #: group id -> (status code, tag, until ms or None): a status every heartbeat of the
         #: group is told of, set by a fault (broker/faults.py "streams_status")
@@ -114,20 +115,12 @@ class StreamsGroupManager:
         if group is None or group.state is DEAD:
             if not create:
                 raise GroupError(E.GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
-            return self._new_group(group_id, None)
+            return new_group(group_id, self.clock(), self.topics)
         if isinstance(group, StreamsGroup):
             return group
-        if create and _is_simple(group):
-            return self._new_group(group_id, group)
+        if create and is_simple(group):
+            return new_group(group_id, self.clock(), self.topics, group)
         raise GroupError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a streams group.")
-
-    def _new_group(self, group_id: str, replaced) -> StreamsGroup:
-        group = StreamsGroup(group_id, self.clock())
-        group.topics = self.topics
-        if replaced is not None:    # a group that only held offsets gives way; they stay
-            group.offsets = replaced.offsets
-            group.pending_offset_commits = replaced.pending_offset_commits
-        return group
 
     def _heartbeat(self, request, client_id: str, client_host: str) -> tuple:
         group_id = request.group_id
@@ -449,121 +442,22 @@ class StreamsGroupManager:
     def expire_member(self, group_id: str, member_id: str) -> None:
         self.timeouts.expire_member(group_id, member_id)
 
-    # ------------------------------------------------------------------ replay
+    # ------------------------------------------------------------------ replay (replay.py)
     def replay(self, key: srec.StreamsKey, value: bytes | None, replay: bool) -> None:
-        """Apply one streams group record, live (once stored) or at load."""
-        kind = key.type
-        group_id = key.group
-        group = self.groups.get(group_id)
-        if isinstance(group, StreamsGroup) and group.state is DEAD:
-            if kind == srec.GROUP_METADATA and value is None:
-                self._remove_group(group)
-            return
-        if not isinstance(group, StreamsGroup):
-            if value is None:
-                return
-            if group is not None and not _is_simple(group):
-                log.warning("streams group record for a group of another type ignored",
-                            group=group_id)
-                return
-            group = self.groups[group_id] = self._new_group(group_id, group)
-        group.persisted = True
-        v = None if value is None else srec.decode_value(kind, value)
-        mid = key.member
-        if kind == srec.GROUP_METADATA:
-            if v is None:
-                self._remove_group(group)
-                return
-            if not replay and v.epoch > group.group_epoch:
-                self.stats.history.started(group_id, self.clock(), f"group epoch bumped to "
-                                           f"{v.epoch}", None, group.group_epoch, "assign")
-            group.group_epoch = v.epoch
-            group.metadata_hash = v.metadata_hash
-            group.validated_topology_epoch = v.validated_topology_epoch
-            group.last_assignment_configs = {c.key: c.value
-                                             for c in v.last_assignment_configs or ()}
-        elif kind == srec.TOPOLOGY:
-            group.topology = None if v is None else StreamsTopology.from_message(v)
-            group.configured = None
-        elif kind == srec.MEMBER_METADATA:
-            if v is None:
-                if group.remove_member(mid) is not None and not replay:
-                    self.timeouts.cancel(group_id, mid)
-            else:
-                old = group.members.get(mid)
-                if old is None:
-                    old = StreamsGroupMember(mid)
-                    if not replay:
-                        self.stats.history.member_joined(group_id, mid, v.client_id)
-                endpoint = None if v.user_endpoint is None else (v.user_endpoint.host,
-                                                                 v.user_endpoint.port)
-                group.update_member(old.replace(
-                    instance_id=v.instance_id, rack_id=v.rack_id, client_id=v.client_id,
-                    client_host=v.client_host, rebalance_timeout_ms=v.rebalance_timeout_ms,
-                    topology_epoch=v.topology_epoch, process_id=v.process_id,
-                    user_endpoint=endpoint,
-                    client_tags=tuple(sorted((kv.key, kv.value) for kv in v.client_tags or ()))))
-        elif kind == srec.TARGET_ASSIGNMENT_MEMBER:
-            if v is None:
-                group.target.pop(mid, None)
-            else:
-                group.target[mid] = srec.tasks_from(v)[0]
-        elif kind == srec.TARGET_ASSIGNMENT_METADATA:
-            if v is not None:
-                group.assignment_epoch = v.assignment_epoch
-                group.assignment_timestamp = v.assignment_timestamp
-                if not replay:
-                    self.stats.history.phase(group_id, self.clock(), "reconcile",
-                                             v.assignment_epoch)
-        elif kind == srec.CURRENT_MEMBER_ASSIGNMENT:
-            old = group.members.get(mid)
-            if v is None:
-                if old is not None:
-                    group.update_member(old.replace(
-                        member_epoch=0, previous_member_epoch=0, state=MemberState.STABLE,
-                        assigned={}, pending_revocation={}, assignment_epochs={}))
-            else:
-                assigned, epochs = srec.tasks_from(v)
-                pending, pending_epochs = srec.tasks_from(v, "_pending_revocation")
-                epochs.update(pending_epochs)
-                group.update_member((old or StreamsGroupMember(mid)).replace(
-                    member_epoch=v.member_epoch, previous_member_epoch=v.previous_member_epoch,
-                    state=MEMBER_STATES_BY_VALUE.get(v.state, MemberState.UNKNOWN),
-                    assigned=assigned, pending_revocation=pending, assignment_epochs=epochs))
-        self._touched.add(group)
+        self.replayer.replay(key, value, replay)
 
     def settle_states(self) -> None:
-        """Once a batch of records is applied: each touched group's state; a rebalance in
-        the history ends when the group is Stable or Empty."""
-        now = self.clock()
-        history = self.stats.history
-        for group in self._touched:
-            group.update_state(now)
-            if group.state in (STABLE, EMPTY) and history.in_progress(group.group_id):
-                history.ended(group.group_id, now, "stable" if group.state is STABLE
-                              else "empty", len(group.members), group.group_epoch)
-        self._touched.clear()
+        self.replayer.settle_states()
 
-    def _remove_group(self, group: StreamsGroup) -> None:
-        if self.groups.get(group.group_id) is group:
-            del self.groups[group.group_id]
+    def _group_removed(self, group: StreamsGroup) -> None:
+        """The group left the table: its members' timers and its assignment's stop."""
         for member_id in list(group.members):
             self.timeouts.cancel(group.group_id, member_id)
         self.timer.cancel(("streams-initial", group.group_id))
         self.timer.cancel(("streams-assign", group.group_id))
 
     def group_tombstones(self, group: StreamsGroup) -> list:
-        """The records that delete an empty group (Kafka's createGroupTombstoneRecords)."""
-        gid = group.group_id
-        records = [srec.tombstone(srec.CURRENT_MEMBER_ASSIGNMENT, gid, mid)
-                   for mid in group.members]
-        records += [srec.tombstone(srec.TARGET_ASSIGNMENT_MEMBER, gid, mid)
-                    for mid in group.target]
-        records.append(srec.tombstone(srec.TARGET_ASSIGNMENT_METADATA, gid))
-        records += [srec.tombstone(srec.MEMBER_METADATA, gid, mid) for mid in group.members]
-        records.append(srec.tombstone(srec.TOPOLOGY, gid))
-        records.append(srec.tombstone(srec.GROUP_METADATA, gid))
-        return records
+        return srec.group_tombstones(group)
 
     # ------------------------------------------------------------------ loading
     def on_loaded(self, group: StreamsGroup) -> None:
@@ -579,10 +473,3 @@ class StreamsGroupManager:
     # ================================================================== StreamsGroupDescribe
     def describe(self, group_id: str):
         return describe_group(self.context, group_id)
-
-def _is_simple(group) -> bool:
-    """A classic group that only holds committed offsets (no protocol, no members)."""
-    return getattr(group, "group_type", "classic") == "classic" and \
-        getattr(group, "protocol_type", None) is None and not group.members and \
-        group.state in (EMPTY, DEAD)
-
