@@ -9,6 +9,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 from ..consumer.group import GroupError
+from .configured_topology import partition_count
 from .group import ACTIVE, LEAVE_GROUP_STATIC_MEMBER_EPOCH, STANDBY, WARMUP, StreamsGroupMember
 from .topology import TopologyError, validate_request_topology
 
@@ -127,3 +128,36 @@ def error_answer(code: int, message: str | None):
 def status(code: int, detail: str):
     """One of the response's statuses (topology.Status)."""
     return _Response.Status(status_code=code, status_detail=detail)
+
+
+def endpoints_to_partitions(topics, group, updated: StreamsGroupMember, configured) -> list:
+    """Kafka's buildEndpointToPartitions: each member's endpoint with the partitions of its
+    active and standby tasks' input topics."""
+    cls = _Response.EndpointToPartitions
+    if configured is None or configured.subtopologies is None:
+        return []
+    members = dict(group.members)
+    members[updated.member_id] = updated
+    out = []
+    for mm in members.values():
+        if mm.user_endpoint is None:
+            continue
+        out.append(cls(user_endpoint=_Response.Endpoint(host=mm.user_endpoint[0],
+                                                         port=mm.user_endpoint[1]),
+                       active_partitions=_partitions(topics, mm.tasks(ACTIVE), configured),
+                       standby_partitions=_partitions(topics, mm.tasks(STANDBY), configured)))
+    return out
+
+def _partitions(topics, tasks: dict, configured) -> list:
+    out = []
+    for sub, partitions in sorted(tasks.items()):
+        s = configured.subtopologies.get(sub)
+        if s is None:
+            continue
+        for topic in sorted(s.source_topics | set(s.repartition_source_topics)):
+            n = partition_count(topics, topic)
+            if n is None:
+                continue
+            out.append(_Response.TopicPartition(topic=topic,
+                                                partitions=sorted(partitions)[:n]))
+    return out

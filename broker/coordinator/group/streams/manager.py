@@ -23,19 +23,19 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 from ..consumer.group import GroupError
-from ..consumer.reconciliation import FencedMemberEpoch, reconcile
+from ..consumer.reconciliation import FencedMemberEpoch
 from ...common.result import CoordinatorResult
 from ...common.timer import CoordinatorTimer
 from ..group import DEAD
 from . import records as srec, settings
-from .assignor import MemberSpec, assign
-from .group import (ACTIVE, KINDS, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                    STANDBY, StreamsGroup, StreamsGroupMember, is_simple, new_group, tasks_of)
-from .configured_topology import (configure_against, configured_topology, partition_count,
-                                  topology_metadata_hash)
+from .configured_topology import configure_against, topology_metadata_hash
+from .group import (KINDS, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                    StreamsGroup, StreamsGroupMember, is_simple, new_group)
 from .describe import describe_group
-from .heartbeat import check_epoch, check_tasks, error_answer, status, tasks_in, validate
+from .heartbeat import (check_epoch, check_tasks, endpoints_to_partitions, error_answer, status,
+                        validate)
 from .replay import Replay
+from .target_assignment import TargetAssignment, reconcile_member
 from .timeouts import MemberTimeouts
 from .topology import Status, StreamsTopology, TopologyError
 
@@ -67,6 +67,7 @@ class StreamsGroupManager:
         self.stats = context.stats
         self.timer = CoordinatorTimer(context.timer)
         self.timeouts = MemberTimeouts(context, self.timer, self.write_fence)
+        self.target = TargetAssignment(context, self.timer)
         self.replayer = Replay(context, self.timeouts.cancel, self._group_removed)
         self._touched: set = set()
         #: group id -> (status code, tag, until ms or None): a status every heartbeat of the
@@ -220,21 +221,16 @@ class StreamsGroupManager:
             log.info("streams group epoch bumped", group=group_id, epoch=group_epoch,
                      validated_topology_epoch=validated_epoch)
 
-        # the first rebalance of an empty group waits for more members
-        delay_key = ("streams-initial", group_id)
         if was_empty:
-            delay = settings.initial_rebalance_delay_ms(self.context, group_id)
-            if delay > 0 and not self.timer.is_scheduled(delay_key):
-                self.timer.schedule(delay_key, delay,
-                                    lambda: self._delayed_assignment(group_id))
+            self.target.delay_initial(group_id)
 
         # 4. the target assignment
-        target_epoch, target, target_records = self._target(
+        target_epoch, target, target_records = self.target.update(
             group, group_epoch, updated, configured, configs, statuses, now)
         records += target_records
 
         # 5. reconciliation
-        reconciled = self._reconcile(group, updated, target_epoch, target, request)
+        reconciled = reconcile_member(group, updated, target_epoch, target, request)
         if not reconciled.assignment_equals(member):
             records.append(srec.current_assignment_record(group_id, reconciled))
         if request.shutdown_application:
@@ -252,7 +248,8 @@ class StreamsGroupManager:
             if reconciled.user_endpoint is not None:
                 group.endpoint_information_epoch += 1
         if group.endpoint_information_epoch != request.endpoint_information_epoch:
-            response.partitions_by_user_endpoint = self._endpoints(group, reconciled, configured)
+            response.partitions_by_user_endpoint = endpoints_to_partitions(
+                self.topics, group, reconciled, configured)
         if self.groups.get(group_id) is group:
             response.endpoint_information_epoch = group.endpoint_information_epoch
         to_create = {}
@@ -270,131 +267,6 @@ class StreamsGroupManager:
             statuses.append(forced)
         response.status = statuses
         return records, response, to_create
-
-    def _target(self, group: StreamsGroup, group_epoch: int, updated: StreamsGroupMember,
-                configured, configs: dict, statuses: list, now: int) -> tuple:
-        """Kafka's maybeUpdateStreamsTargetAssignment -> (epoch, the member's target, records)."""
-        gid = group.group_id
-        if self.timer.is_scheduled(("streams-initial", gid)):
-            statuses.append(status(Status.ASSIGNMENT_DELAYED, "Assignment delayed due to the "
-                                    "configured initial rebalance delay."))
-            return group.assignment_epoch, {}, []
-        if group.assignment_epoch >= group_epoch:
-            return group.assignment_epoch, group.target.get(updated.member_id, {}), []
-        interval = settings.assignment_interval_ms(self.context, gid)
-        if interval > 0 and now < group.assignment_timestamp + interval:
-            statuses.append(status(Status.ASSIGNMENT_DELAYED, "Assignment delayed due to the "
-                                    "configured assignment interval."))
-            self.timer.schedule(("streams-assign", gid),
-                                group.assignment_timestamp + interval - now,
-                                lambda: self._delayed_assignment(gid))
-            return group.assignment_epoch, group.target.get(updated.member_id, {}), []
-        members = dict(group.members)
-        members[updated.member_id] = updated
-        targets = self.compute_target(group, members, configured, configs)
-        records = []
-        for mid, tasks in targets.items():
-            if tasks != group.target.get(mid) or (mid == updated.member_id and
-                                                  mid not in group.target):
-                records.append(srec.target_assignment_record(gid, mid, tasks))
-        records.append(srec.target_assignment_epoch_record(gid, group_epoch, now))
-        return group_epoch, targets.get(updated.member_id, {}), records
-
-    def compute_target(self, group: StreamsGroup, members: dict, configured,
-                       configs: dict) -> dict:
-        """member id -> tasks by (kind, subtopology): the sticky assignor's answer from each
-        member's previous target; nothing while the topology is not ready."""
-        if configured is None or not configured.ready:
-            return {mid: {} for mid in members}
-        specs = {}
-        for mid, mm in members.items():
-            previous = group.target.get(mid, {})
-            specs[mid] = MemberSpec(
-                mm.process_id,
-                {sub: ps for (k, sub), ps in previous.items() if k == ACTIVE},
-                {sub: ps for (k, sub), ps in previous.items() if k == STANDBY})
-        subs = {sid: (s.num_tasks, s.stateful) for sid, s in configured.subtopologies.items()}
-        result = assign(specs, subs, int(configs.get("num.standby.replicas", "0")))
-        return {mid: tasks_of(active, standby) for mid, (active, standby) in result.items()}
-
-    def _reconcile(self, group: StreamsGroup, member: StreamsGroupMember, target_epoch: int,
-                   target: dict, request) -> StreamsGroupMember:
-        """consumer/reconciliation.py on tasks: an active task is free once no process holds it
-        (and this member's process holds it as no standby); a standby once this member's
-        process holds it in no other role."""
-        if member.is_reconciled_to(target_epoch):
-            return member
-        active_owner, standby_owners, warmup_owners = group.task_owners()
-        process = member.process_id
-
-        def held_elsewhere(key, partition: int) -> int:
-            kind, sub = key
-            task = (sub, partition)
-            in_process = process in standby_owners.get(task, ()) or \
-                process in warmup_owners.get(task, ())
-            if kind == ACTIVE:
-                busy = task in active_owner or in_process
-            else:
-                busy = active_owner.get(task) == process or in_process
-            return 0 if busy else -1
-
-        owned = None
-        if request.active_tasks is not None:
-            owned = tasks_of(tasks_in(request.active_tasks), tasks_in(request.standby_tasks),
-                             tasks_in(request.warmup_tasks))
-        keys = frozenset(target) | frozenset(member.assigned) | \
-            frozenset(member.pending_revocation)
-        return reconcile(member, target_epoch, target, owned, held_elsewhere, keys, False)
-
-    def _endpoints(self, group: StreamsGroup, updated: StreamsGroupMember, configured) -> list:
-        """Kafka's buildEndpointToPartitions: each member's endpoint with the partitions of its
-        active and standby tasks' input topics."""
-        cls = _Response.EndpointToPartitions
-        if configured is None or configured.subtopologies is None:
-            return []
-        members = dict(group.members)
-        members[updated.member_id] = updated
-        out = []
-        for mm in members.values():
-            if mm.user_endpoint is None:
-                continue
-            out.append(cls(user_endpoint=_Response.Endpoint(host=mm.user_endpoint[0],
-                                                             port=mm.user_endpoint[1]),
-                           active_partitions=self._partitions(mm.tasks(ACTIVE), configured),
-                           standby_partitions=self._partitions(mm.tasks(STANDBY), configured)))
-        return out
-
-    def _partitions(self, tasks: dict, configured) -> list:
-        out = []
-        for sub, partitions in sorted(tasks.items()):
-            s = configured.subtopologies.get(sub)
-            if s is None:
-                continue
-            for topic in sorted(s.source_topics | set(s.repartition_source_topics)):
-                n = partition_count(self.topics, topic)
-                if n is None:
-                    continue
-                out.append(_Response.TopicPartition(topic=topic,
-                                                    partitions=sorted(partitions)[:n]))
-        return out
-
-    def _delayed_assignment(self, group_id: str) -> None:
-        """Kafka's computeDelayedTargetAssignment: the initial delay (or the assignment
-        interval) is over; compute the target assignment through the write path."""
-        group = self.groups.get(group_id)
-        if not isinstance(group, StreamsGroup) or self.context.loading or \
-                group.assignment_epoch >= group.group_epoch or not group.members:
-            return
-        configured = configured_topology(self.topics, group)
-        if configured is None:
-            return      # as Kafka: no configured topology, no delayed assignment
-        configs = settings.assignment_configs(self.context, group_id)
-        targets = self.compute_target(group, dict(group.members), configured, configs)
-        records = [srec.target_assignment_record(group_id, mid, tasks)
-                   for mid, tasks in targets.items() if tasks != group.target.get(mid)]
-        records.append(srec.target_assignment_epoch_record(group_id, group.group_epoch,
-                                                           self.clock()))
-        self.context.append(CoordinatorResult(records))
 
     # ------------------------------------------------------------------ leaving
     def _leave(self, request) -> tuple:
@@ -453,8 +325,7 @@ class StreamsGroupManager:
         """The group left the table: its members' timers and its assignment's stop."""
         for member_id in list(group.members):
             self.timeouts.cancel(group.group_id, member_id)
-        self.timer.cancel(("streams-initial", group.group_id))
-        self.timer.cancel(("streams-assign", group.group_id))
+        self.target.cancel(group.group_id)
 
     def group_tombstones(self, group: StreamsGroup) -> list:
         return srec.group_tombstones(group)
