@@ -1,16 +1,25 @@
-"""StreamsGroupHeartbeat and StreamsGroupDescribe for the streams groups of one shard (the
-streams half of Kafka's GroupMetadataManager).
+"""StreamsGroupHeartbeat for the streams groups of one shard (the streams half of Kafka's
+GroupMetadataManager), and what the shard asks of its streams groups.
 
-A heartbeat goes as a consumer-group heartbeat does, on the same shard, write path and keyed
-timer: the member is created or updated; the first member's topology is stored; the topology
-is configured against the topics (topology.py) whenever the topics change, which tells the
-members a status (missing source topics, internal topics to create, ...); a changed member,
-topology, topic metadata or assignment config bumps the group epoch; a group epoch ahead of
-the target assignment computes a new one with the sticky task assignor (assignor.py); the
-member then moves towards its target through consumer/reconciliation.py, revoking before
-another member gets a task. The handler returns the records of what changes, the answer and
-the internal topics to create; the shard stores the records, replays them (:meth:`replay`,
-also the load path) and then answers.
+A heartbeat goes as a consumer-group heartbeat does (consumer/manager.py), on the same shard,
+write path and keyed timer:
+
+1. the member is created or updated;
+2. the first member's topology is stored;
+3. the topology is configured against the topics whenever they change (topology.py,
+   configured_topology.py), which tells the members a status (missing source topics, internal
+   topics to create, ...); a changed member, topology, topic metadata or assignment config
+   bumps the group epoch;
+4. a group epoch ahead of the target assignment computes a new one with the sticky task
+   assignor (target_assignment.py, assignor.py);
+5. the member moves towards its target through consumer/reconciliation.py, revoking before
+   another member gets a task.
+
+The handler returns the records of what changes, the answer and the internal topics to create;
+the shard stores the records, replays them into the group (replay.py, the same code that
+rebuilds the group at load) and only then answers. The request's checks and answers are
+heartbeat.py's; session and revocation timeouts are keyed timers (timeouts.py) that fence a
+member through the same write path; StreamsGroupDescribe is describe.py's.
 
 Kafka 4.3.1 serves no static members, warm-up tasks, task offsets or source topic regexes in
 streams groups yet; they are refused as it refuses them.
@@ -26,6 +35,7 @@ from ..consumer.group import GroupError
 from ..consumer.reconciliation import FencedMemberEpoch
 from ...common.result import CoordinatorResult
 from ...common.timer import CoordinatorTimer
+from ..context import GroupContext
 from ..group import DEAD
 from . import records as srec, settings
 from .configured_topology import configure_against, topology_metadata_hash
@@ -59,7 +69,7 @@ FORCED_DETAILS = {
 class StreamsGroupManager:
     """The streams-group protocol for the streams groups of one shard."""
 
-    def __init__(self, context) -> None:
+    def __init__(self, context: GroupContext) -> None:
         self.context = context
         self.groups = context.groups
         self.config = context.config
@@ -69,7 +79,6 @@ class StreamsGroupManager:
         self.timeouts = MemberTimeouts(context, self.timer, self.write_fence)
         self.target = TargetAssignment(context, self.timer)
         self.replayer = Replay(context, self.timeouts.cancel, self._group_removed)
-        self._touched: set = set()
         #: group id -> (status code, tag, until ms or None): a status every heartbeat of the
         #: group is told of, set by a fault (broker/faults.py "streams_status")
         self.forced: dict[str, tuple] = {}
@@ -221,7 +230,7 @@ class StreamsGroupManager:
             log.info("streams group epoch bumped", group=group_id, epoch=group_epoch,
                      validated_topology_epoch=validated_epoch)
 
-        if was_empty:
+        if was_empty:   # the first rebalance of an empty group waits for more members
             self.target.delay_initial(group_id)
 
         # 4. the target assignment
