@@ -12,7 +12,8 @@ import structlog
 
 from ..consumer.group import MemberState
 from ..context import GroupContext
-from ..group import DEAD, EMPTY, STABLE
+from ..group import DEAD
+from ..history import settle_states
 from . import records as srec
 from .group import (MEMBER_STATES_BY_VALUE, StreamsGroup, StreamsGroupMember, is_simple,
                     new_group)
@@ -120,15 +121,9 @@ class Replay:
         self._touched.add(group)
 
     def settle_states(self) -> None:
-        """Once a batch of records is applied: each touched group's state; a rebalance in
-        the history ends when the group is Stable or Empty."""
-        now = self.clock()
-        history = self.stats.history
-        for group in self._touched:
-            group.update_state(now)
-            if group.state in (STABLE, EMPTY) and history.in_progress(group.group_id):
-                history.ended(group.group_id, now, "stable" if group.state is STABLE
-                              else "empty", len(group.members), group.group_epoch)
+        """Once a batch of records is applied: the state of each group they touched
+        (history.settle_states)."""
+        settle_states(self._touched, self.clock(), self.stats.history)
         self._touched.clear()
 
     def _remove_group(self, group: StreamsGroup) -> None:
