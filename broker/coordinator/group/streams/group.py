@@ -207,7 +207,6 @@ class StreamsGroup:
                 f"members={len(self.members)}>")
 
 
-
 def new_group(group_id: str, now_ms: int, topics, replaced=None) -> StreamsGroup:
     """A streams group for ``group_id``, reading ``topics`` (the shard's topic view); in place
     of ``replaced``, a group that only held offsets (:func:`is_simple`), whose offsets stay."""
@@ -224,6 +223,7 @@ def is_simple(group) -> bool:
     return getattr(group, "group_type", "classic") == "classic" and \
         getattr(group, "protocol_type", None) is None and not group.members and \
         group.state in (EMPTY, DEAD)
+
 
 class _TaskEpochCheck:
     """A commit with an older member epoch is accepted for a partition of a source topic whose

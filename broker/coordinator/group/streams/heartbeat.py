@@ -1,7 +1,7 @@
 """StreamsGroupHeartbeat's checks and answers: what a request must hold (Kafka refuses the
 features it does not serve yet: static members, warm-up tasks, task offsets, source topic
-regexes), the tasks it names, a member's epoch, and the response's statuses. The steps a
-heartbeat takes are the manager's (manager.py).
+regexes), the tasks it names, a member's epoch, the response's statuses and the members'
+endpoints with their partitions. The steps a heartbeat takes are the manager's (manager.py).
 """
 from __future__ import annotations
 
@@ -143,10 +143,11 @@ def endpoints_to_partitions(topics, group, updated: StreamsGroupMember, configur
         if mm.user_endpoint is None:
             continue
         out.append(cls(user_endpoint=_Response.Endpoint(host=mm.user_endpoint[0],
-                                                         port=mm.user_endpoint[1]),
+                                                        port=mm.user_endpoint[1]),
                        active_partitions=_partitions(topics, mm.tasks(ACTIVE), configured),
                        standby_partitions=_partitions(topics, mm.tasks(STANDBY), configured)))
     return out
+
 
 def _partitions(topics, tasks: dict, configured) -> list:
     out = []
