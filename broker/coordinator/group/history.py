@@ -196,6 +196,12 @@ class RebalanceHistory:
         history.current = rebalance
         history.rebalances.append(rebalance)
 
+    def epoch_bumped(self, group_id: str, now: int, from_epoch: int, epoch: int) -> None:
+        """A consumer or streams group's rebalance starts with its group epoch bump
+        (consumer/replay.py, streams/replay.py); the target assignment is its first phase."""
+        self.started(group_id, now, f"group epoch bumped to {epoch}", None, from_epoch,
+                     "assign")
+
     def phase(self, group_id: str, now: int, phase: str, generation: int) -> None:
         """The open rebalance moves to its next phase (classic: the join phase ended with
         ``generation``; consumer: the target assignment of epoch ``generation`` is stored)."""

@@ -52,8 +52,8 @@ class Replay:
                 self._remove_group(group, replay)
                 return
             if not replay and v.epoch > group.group_epoch:
-                self.stats.history.started(group_id, self.clock(), f"group epoch bumped to "
-                                           f"{v.epoch}", None, group.group_epoch, "assign")
+                self.stats.history.epoch_bumped(group_id, self.clock(), group.group_epoch,
+                                                v.epoch)
             group.group_epoch = v.epoch
             group.metadata_hash = v.metadata_hash
             group.metadata_version = None

@@ -63,8 +63,8 @@ class Replay:
                 self._remove_group(group)
                 return
             if not replay and v.epoch > group.group_epoch:
-                self.stats.history.started(group_id, self.clock(), f"group epoch bumped to "
-                                           f"{v.epoch}", None, group.group_epoch, "assign")
+                self.stats.history.epoch_bumped(group_id, self.clock(), group.group_epoch,
+                                                v.epoch)
             group.group_epoch = v.epoch
             group.metadata_hash = v.metadata_hash
             group.validated_topology_epoch = v.validated_topology_epoch
