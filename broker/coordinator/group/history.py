@@ -1,9 +1,9 @@
 """Each group's recent rebalances, as the console shows them (broker/console).
 
-The group state machines (classic/manager.py, consumer/manager.py and consumer/replay.py) call
-these hooks at the points where a rebalance starts, moves to its next phase and ends, and where
-members join and leave; the hooks only note plain values with the coordinator's injected
-clock, so the state machines stay free of I/O.
+The group state machines (classic/manager.py, consumer/manager.py, consumer/replay.py and
+streams/replay.py) call these hooks at the points where a rebalance starts, moves to its next
+phase and ends, and where members join and leave; the hooks only note plain values with the
+coordinator's injected clock, so the state machines stay free of I/O.
 
 A classic rebalance has two phases: the join phase (PreparingRebalance, until every member
 rejoined or its rebalance timeout) and the sync phase (CompletingRebalance, until the leader's
@@ -17,6 +17,8 @@ changed most recently, and at most ``MAX_NOTED`` member changes noted per rebala
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+
+from .group import EMPTY, STABLE
 
 #: rebalances kept per group (the oldest goes first)
 DEFAULT_PER_GROUP = 20
@@ -194,6 +196,12 @@ class RebalanceHistory:
         history.current = rebalance
         history.rebalances.append(rebalance)
 
+    def epoch_bumped(self, group_id: str, now: int, from_epoch: int, epoch: int) -> None:
+        """A consumer or streams group's rebalance starts with its group epoch bump
+        (consumer/replay.py, streams/replay.py); the target assignment is its first phase."""
+        self.started(group_id, now, f"group epoch bumped to {epoch}", None, from_epoch,
+                     "assign")
+
     def phase(self, group_id: str, now: int, phase: str, generation: int) -> None:
         """The open rebalance moves to its next phase (classic: the join phase ended with
         ``generation``; consumer: the target assignment of epoch ``generation`` is stored)."""
@@ -245,3 +253,14 @@ class RebalanceHistory:
                 break
             out.append(rebalance.to_dict(now))
         return out
+
+
+def settle_states(groups, now: int, history: RebalanceHistory) -> None:
+    """Once a batch of records is applied (consumer/replay.py, streams/replay.py): the state of
+    each group they touched (Kafka's maybeUpdateGroupState), computed once per batch rather
+    than once per record; a rebalance in the history ends when its group is Stable or Empty."""
+    for group in groups:
+        group.update_state(now)
+        if group.state in (STABLE, EMPTY) and history.in_progress(group.group_id):
+            history.ended(group.group_id, now, "stable" if group.state is STABLE
+                          else "empty", len(group.members), group.group_epoch)

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Callable
 
 from ..context import GroupContext
-from ..group import DEAD, EMPTY, STABLE, GroupMetadata
+from ..group import DEAD, GroupMetadata
+from ..history import settle_states
 from . import records as crec
 from .group import LEAVE_GROUP_MEMBER_EPOCH, ConsumerGroup, ConsumerGroupMember
 
@@ -51,8 +52,8 @@ class Replay:
                 self._remove_group(group, replay)
                 return
             if not replay and v.epoch > group.group_epoch:
-                self.stats.history.started(group_id, self.clock(), f"group epoch bumped to "
-                                           f"{v.epoch}", None, group.group_epoch, "assign")
+                self.stats.history.epoch_bumped(group_id, self.clock(), group.group_epoch,
+                                                v.epoch)
             group.group_epoch = v.epoch
             group.metadata_hash = v.metadata_hash
             group.metadata_version = None
@@ -116,15 +117,9 @@ class Replay:
         self._touched.add(group)
 
     def settle_states(self) -> None:
-        """Once a batch of records is applied: the state of each group they touched (Kafka's
-        maybeUpdateGroupState), computed once per batch rather than once per record."""
-        now = self.clock()
-        history = self.stats.history
-        for group in self._touched:
-            group.update_state(now)
-            if group.state in (STABLE, EMPTY) and history.in_progress(group.group_id):
-                history.ended(group.group_id, now, "stable" if group.state is STABLE
-                              else "empty", len(group.members), group.group_epoch)
+        """Once a batch of records is applied: the state of each group they touched
+        (history.settle_states)."""
+        settle_states(self._touched, self.clock(), self.stats.history)
         self._touched.clear()
 
     def _remove_group(self, group: ConsumerGroup, replay: bool) -> None:

@@ -207,6 +207,24 @@ class StreamsGroup:
                 f"members={len(self.members)}>")
 
 
+def new_group(group_id: str, now_ms: int, topics, replaced=None) -> StreamsGroup:
+    """A streams group for ``group_id``, reading ``topics`` (the shard's topic view); in place
+    of ``replaced``, a group that only held offsets (:func:`is_simple`), whose offsets stay."""
+    group = StreamsGroup(group_id, now_ms)
+    group.topics = topics
+    if replaced is not None:
+        group.offsets = replaced.offsets
+        group.pending_offset_commits = replaced.pending_offset_commits
+    return group
+
+
+def is_simple(group) -> bool:
+    """A classic group that only holds committed offsets (no protocol, no members)."""
+    return getattr(group, "group_type", "classic") == "classic" and \
+        getattr(group, "protocol_type", None) is None and not group.members and \
+        group.state in (EMPTY, DEAD)
+
+
 class _TaskEpochCheck:
     """A commit with an older member epoch is accepted for a partition of a source topic whose
     active task the member has held (or is revoking) since that epoch or before."""

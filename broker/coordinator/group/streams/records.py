@@ -175,3 +175,15 @@ def tombstone(record_type: int, group_id: str, member_id: str | None = None) -> 
     if member_id is not None:
         fields["member_id"] = member_id
     return _key(record_type, **fields), None
+
+
+def group_tombstones(group) -> list:
+    """The records that delete an empty group (Kafka's createGroupTombstoneRecords)."""
+    gid = group.group_id
+    records = [tombstone(CURRENT_MEMBER_ASSIGNMENT, gid, mid) for mid in group.members]
+    records += [tombstone(TARGET_ASSIGNMENT_MEMBER, gid, mid) for mid in group.target]
+    records.append(tombstone(TARGET_ASSIGNMENT_METADATA, gid))
+    records += [tombstone(MEMBER_METADATA, gid, mid) for mid in group.members]
+    records.append(tombstone(TOPOLOGY, gid))
+    records.append(tombstone(GROUP_METADATA, gid))
+    return records
