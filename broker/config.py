@@ -732,6 +732,27 @@ def read_config_file(path: str) -> dict[str, object]:
     return out
 
 
+def _read_kafka_only(environ, out: dict) -> None:
+    """Kafka's own configs that this broker has no setting for, from Kafka-image variables
+    (KAFKA_NUM_NETWORK_THREADS, KAFKA_LOG_RETENTION_HOURS; "_" is ".", "__" is "_" and "___" is
+    "-", as Kafka's image reads them): taken as a server.properties line would be (accepted,
+    described as set, log.retention.hours applied). Other KAFKA_ variables (KAFKA_HEAP_OPTS,
+    KAFKA_JMX_OPTS) name no config and stay the JVM's. Kafka's catalogue is read only when such
+    a variable is there."""
+    candidates = {}
+    for env_name, value in environ.items():
+        if not env_name.startswith("KAFKA_") or env_name in ENV_ALIASES \
+                or env_name.startswith("KAFKA_LISTENER_NAME_"):
+            continue
+        name = env_name[6:].lower().replace("___", "\0").replace("__", "\1").replace(
+            "_", ".").replace("\0", "-").replace("\1", "_")
+        if name not in SETTINGS:
+            candidates[name] = value
+    if candidates:
+        catalogue = kafka_configs()
+        out.update((name, value) for name, value in candidates.items() if name in catalogue)
+
+
 def read_environment(environ=os.environ) -> dict[str, object]:
     """KBROKER_X_Y / KAFKA_X_Y -> x.y for every known setting (and a few image aliases).
 
@@ -746,6 +767,7 @@ def read_environment(environ=os.environ) -> dict[str, object]:
                       environ.get("KAFKA_OPTS", ""))
     if match:
         out["java.security.auth.login.config"] = match[1].strip('"')
+    _read_kafka_only(environ, out)
     for prefix in ("KAFKA_", "KBROKER_"):
         for name in SETTINGS:
             value = environ.get(prefix + name.upper().replace(".", "_"))

@@ -104,6 +104,26 @@ def test_kbroker_environment_names_win_over_kafka_image_names():
     assert config["node.id"] == 5
 
 
+def test_kafka_image_variables_for_kafka_only_configs_are_taken_as_a_properties_file_is():
+    """An apache/kafka compose file's environment carries over: Kafka configs this broker has no
+    setting for are taken (log.retention.hours applies, num.network.threads is kept to be
+    described as set), KAFKA_ variables that name no config (the JVM's) are not, and a
+    kbroker setting still comes from its own variable."""
+    env = {"KAFKA_LOG_RETENTION_HOURS": "2", "KAFKA_NUM_NETWORK_THREADS": "8",
+           "KAFKA_PROCESS_ROLES": "broker,controller",
+           "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
+           "KAFKA_HEAP_OPTS": "-Xmx1G", "KAFKA_JMX_PORT": "9999", "KAFKA_NUM_PARTITIONS": "3"}
+    config = resolve_config(build_parser().parse_args([]), env)
+    assert config["log.retention.ms"] == 2 * 3_600_000
+    assert config["num.partitions"] == 3
+    assert config.kafka_only == {"log.retention.hours": "2", "num.network.threads": "8",
+                                 "process.roles": "broker,controller",
+                                 "controller.quorum.voters": "1@localhost:9093"}
+    # a typo in a Kafka-image variable names no config: left alone, as Kafka's image does
+    assert resolve_config(build_parser().parse_args([]),
+                          {"KAFKA_NUM_NETWRK_THREADS": "8"}).kafka_only == {}
+
+
 def test_debug_log_has_one_line_per_request_with_latency():
     import json
     proc = BrokerProcess(overrides={"log.level": "debug"})
