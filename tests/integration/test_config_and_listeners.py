@@ -119,7 +119,7 @@ def test_kafka_image_variables_for_kafka_only_configs_are_taken_as_a_properties_
     assert config.kafka_only == {"log.retention.hours": "2", "num.network.threads": "8",
                                  "process.roles": "broker,controller",
                                  "controller.quorum.voters": "1@localhost:9093"}
-    # a typo in a Kafka-image variable names no config: left alone, as Kafka's image does
+    # a typo in a Kafka-image variable names no config: not read as one
     assert resolve_config(build_parser().parse_args([]),
                           {"KAFKA_NUM_NETWRK_THREADS": "8"}).kafka_only == {}
 
