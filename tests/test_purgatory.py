@@ -6,7 +6,7 @@ import tracemalloc
 
 import pytest
 
-from broker.purgatory import DelayedOperation, DelayedOperationPurgatory, Timer
+from broker.purgatory import DelayedOperation, DelayedOperationPurgatory, Timer, TimerHandle
 
 
 class Clock:
@@ -179,9 +179,19 @@ def test_timer_matches_a_sorted_reference_under_random_use(clock):
             handles[seq] = timer.add(deadline, lambda s=seq: ran.append(s))
             reference.append((deadline, seq))
             seq += 1
-        elif action < 0.7 and reference:
+        elif action < 0.65 and reference:
             deadline, s = reference.pop(rng.randrange(len(reference)))
             assert timer.cancel(handles[s]) is True
+        elif action < 0.75 and reference:
+            # replace: cancel one and schedule another, often in the same bucket (a member's
+            # next heartbeat deadline), in one step
+            deadline, s = reference.pop(rng.randrange(len(reference)))
+            new_deadline = deadline + rng.choice((0, 1, 3, 20, 64, 500))
+            handles[seq] = TimerHandle(lambda s=seq: ran.append(s), timer)
+            timer.replace(handles[s], handles[seq], new_deadline)
+            assert not handles[s].active
+            reference.append((new_deadline, seq))
+            seq += 1
         elif action < 0.8:
             clock.now += rng.choice((1, 7, 64, 300))
         else:
