@@ -675,6 +675,7 @@ class ConsumerProgress:
         self.overlaps = 0                               # partitions with two holders or more
         self.holding = 0                                # members that hold partitions
         self.done = asyncio.Event()
+        self.completed = asyncio.get_running_loop().create_future()  # see GroupProgress
         self.completed_at = 0.0
         self.epoch = -1
 
@@ -711,6 +712,7 @@ class ConsumerProgress:
             self.completed_at = now
             self.epoch = member.epoch
             self.done.set()
+            self.completed.set_result(None)
 
 
 async def consumer_member_loop(member: ConsumerMember, version: int, progress: ConsumerProgress,
@@ -743,7 +745,7 @@ async def consumer_member_loop(member: ConsumerMember, version: int, progress: C
             stats.last_first_sent = max(stats.last_first_sent, sent)
         stats.heartbeats += 1
         member.heartbeats += 1
-        resp = await asyncio.wait_for(fut, left)
+        resp = await fut  # form_consumer_groups holds the deadline
         now = time.perf_counter()
         if not answered:
             answered = True
@@ -787,12 +789,28 @@ async def consumer_member_loop(member: ConsumerMember, version: int, progress: C
         request = consumer_heartbeat_request(member)
         wait = sent + member.interval_ms / 1000 - now
         if wait > 0:
-            try:
-                await asyncio.wait_for(progress.done.wait(),
-                                       max(0.001, min(wait, deadline - now)))
+            await asyncio.wait((progress.completed,), timeout=max(0.001, min(wait, deadline - now)))
+            if progress.done.is_set():
                 return
-            except asyncio.TimeoutError:
-                pass
+
+
+async def _run_members(coroutines: list, deadline: float, partial_ok: bool) -> None:
+    """Run one task per member until all return, one fails, or ``deadline`` (time.perf_counter)
+    passes: the deadline is held here, once, not by a wait_for around every call of every
+    member. A timeout raises asyncio.TimeoutError unless ``partial_ok``."""
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    try:
+        done, running = await asyncio.wait(tasks, timeout=max(0.0, deadline - time.perf_counter()),
+                                           return_when=asyncio.FIRST_EXCEPTION)
+        failed = next((t.exception() for t in done if t.exception() is not None), None)
+        if failed is None and running:
+            failed = asyncio.TimeoutError(f"{len(running)} members not stable by the deadline")
+        if failed is not None and not (partial_ok and isinstance(failed, asyncio.TimeoutError)):
+            raise failed
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def form_consumer_groups(members: list[ConsumerMember], version: int, partitions: int,
@@ -809,18 +827,9 @@ async def form_consumer_groups(members: list[ConsumerMember], version: int, part
         if m.group_id not in progress:
             progress[m.group_id] = ConsumerProgress(0, partitions)
         progress[m.group_id].size += 1
-    tasks = [asyncio.ensure_future(consumer_member_loop(m, version, progress[m.group_id], stats,
-                                                        deadline, rebalance_timeout_ms))
-             for m in members]
-    try:
-        await asyncio.gather(*tasks)
-    except asyncio.TimeoutError:
-        if not partial_ok:
-            raise
-    finally:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    await _run_members([consumer_member_loop(m, version, progress[m.group_id], stats, deadline,
+                                             rebalance_timeout_ms) for m in members],
+                       deadline, partial_ok)
     stats.complete_groups = {g for g, p in progress.items() if p.done.is_set()}
     stats.epochs = {g: p.epoch for g, p in progress.items() if p.done.is_set()}
     stats.completed_at = max(p.completed_at for p in progress.values())
@@ -943,24 +952,10 @@ async def form_groups(members: list[Member], versions: dict[int, int], timeout: 
             progress[m.group_id] = GroupProgress(0)
         gates[m.group_id].expected += 1
         progress[m.group_id].size += 1
-    tasks = [asyncio.ensure_future(join_and_sync(m, versions, stats, gates[m.group_id],
-                                                 progress[m.group_id], deadline,
-                                                 session_timeout_ms, rebalance_timeout_ms,
-                                                 per_group, heartbeat_s))
-             for m in members]
-    # the deadline is held here, once, not by a wait_for around every call of every member
-    try:
-        done, running = await asyncio.wait(tasks, timeout=max(0.0, deadline - time.perf_counter()),
-                                           return_when=asyncio.FIRST_EXCEPTION)
-        failed = next((t.exception() for t in done if t.exception() is not None), None)
-        if failed is None and running:
-            failed = asyncio.TimeoutError(f"{len(running)} members not stable in {timeout} s")
-        if failed is not None and not (partial_ok and isinstance(failed, asyncio.TimeoutError)):
-            raise failed
-    finally:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    await _run_members([join_and_sync(m, versions, stats, gates[m.group_id],
+                                      progress[m.group_id], deadline, session_timeout_ms,
+                                      rebalance_timeout_ms, per_group, heartbeat_s)
+                        for m in members], deadline, partial_ok)
     stats.complete_groups = {g for g, p in progress.items() if p.done.is_set()}
     stats.last_sync_received = max(p.completed_at for p in progress.values())
     stats.generations = sorted({p.generation for p in progress.values() if p.done.is_set()})
