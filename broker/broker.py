@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import structlog
@@ -13,12 +14,10 @@ from .partitions.fetch_purgatory import FetchPurgatory
 from .partitions.fetch_sessions import MIN_FETCH_PARTITION_BYTES, FetchSessionCache
 from .coordinator.group.storage import OFFSETS_TOPIC_CONFIGS, build_coordinator, load_all
 from .coordinator.transaction.producer_ids import ProducerIdManager
-from .security import SASL_PROTOCOLS
-from .security.scram import ScramCredentialStore
+from .security import SASL_PROTOCOLS, SCRAM_CREDENTIALS_FILE
 from .http.server import HttpServer
 from .metrics import Metrics
 from .network.socket_server import Server
-from .faults import Faults
 from .coordinator.group.group_configs import GroupConfigs
 from .coordinator.group.share.leader import ShareLeader
 from .coordinator.share_state import storage as share_state_topic
@@ -54,12 +53,18 @@ class Broker:
         self.timer = self.timer_driver.timer
         self.topics = TopicManager(config, config["log.dirs"], self.cluster)
         self.topics.logs.set_memory_budget(config["log.memory.max.bytes"])
-        self.faults = Faults(self)
-        #: SCRAM users (AlterUserScramCredentials), and what every SASL listener serves
-        self.scram_credentials = ScramCredentialStore(config["log.dirs"])
-        added = self.scram_credentials.bootstrap(config["sasl.scram.bootstrap.credentials"])
-        if added:
-            log.info("SCRAM credentials added from sasl.scram.bootstrap.credentials", count=added)
+        #: the request faults armed (broker/faults.py): all a request looks at, so that module
+        #: is loaded at the first use of ``faults`` (the HTTP port's /faults, the test clients)
+        self.armed_faults: list = []
+        self._faults = None
+        #: SCRAM users (AlterUserScramCredentials), and what every SASL listener serves: read
+        #: at start when there is something to read (a credentials file, bootstrap credentials)
+        #: so a bad one stops the start, else made at first use (broker/security/scram.py)
+        self._scram_credentials = None
+        data_dir = config["log.dirs"]
+        if config["sasl.scram.bootstrap.credentials"] or (
+                data_dir and os.path.exists(os.path.join(data_dir, SCRAM_CREDENTIALS_FILE))):
+            self._scram_credentials = self._read_scram_credentials()
         self._delegation_tokens = None
         self.sasl = sasl_servers(self)
         #: cluster features (UpdateFeatures, ApiVersions)
@@ -92,6 +97,29 @@ class Broker:
         self.transactions = build_transaction_coordinator(self)
         #: the HTTP port: /metrics, /health, /ready, the console, /faults and /nodes
         self.http = HttpServer(self)
+
+    @property
+    def scram_credentials(self):
+        """The SCRAM credential store, read at start or at its first use (see __init__)."""
+        if self._scram_credentials is None:
+            self._scram_credentials = self._read_scram_credentials()
+        return self._scram_credentials
+
+    def _read_scram_credentials(self):
+        from .security.scram import ScramCredentialStore
+        store = ScramCredentialStore(self.config["log.dirs"])
+        added = store.bootstrap(self.config["sasl.scram.bootstrap.credentials"])
+        if added:
+            log.info("SCRAM credentials added from sasl.scram.bootstrap.credentials", count=added)
+        return store
+
+    @property
+    def faults(self):
+        """Fault injection (broker/faults.py), made at its first use."""
+        if self._faults is None:
+            from .faults import Faults
+            self._faults = Faults(self)
+        return self._faults
 
     @property
     def delegation_tokens(self):

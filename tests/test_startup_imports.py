@@ -1,8 +1,8 @@
 """Start-up loads only what the configuration uses (issue 27): ``kbroker`` started with default
 settings in memory, in a fresh interpreter, up to its first ApiVersions answer, has not imported
-the modules of what it was not configured for or not asked — TLS, SASL, the console,
-prometheus-client, the consumer, share and streams group managers, the API handlers other
-than ApiVersions. An import of one of them put back on the start path fails here, naming it."""
+the modules of what it was not configured for or not asked — TLS, SASL, SCRAM, the console,
+prometheus-client, fault injection, the classic, consumer, share and streams group managers,
+the API handlers other than ApiVersions. An import of one of them put back on the start path fails here, naming it."""
 from __future__ import annotations
 
 import json
@@ -52,6 +52,9 @@ NOT_AT_START = {
     "broker.console": "the console: at the first console request",
     "broker.metrics_export": "Prometheus series: at the first scrape",
     "prometheus_client": "Prometheus series: at the first scrape",
+    "broker.coordinator.group.classic": "classic groups: at the first one (or its commit)",
+    "broker.faults": "fault injection: at the first use of broker.faults",
+    "broker.security.scram": "SCRAM: with a SASL listener, a credentials file or at first use",
     "broker.coordinator.group.consumer.manager": "consumer groups (KIP-848): at the first one",
     "broker.coordinator.group.consumer.assignors": "consumer groups (KIP-848): at the first one",
     "broker.coordinator.group.consumer.migration": "consumer groups (KIP-848): at the first one",

@@ -16,8 +16,6 @@ import hmac
 from types import SimpleNamespace
 
 from ..security import KafkaPrincipal
-from ..security.scram import MECHANISMS as SCRAM_MECHANISMS, credential_from_salted, \
-    salted_password
 
 #: the realm of the WWW-Authenticate challenge
 REALM = "kbroker"
@@ -102,6 +100,9 @@ class BasicLogin:
         return ok
 
     def _scram(self, user: str, password: str) -> bool:
+        # loaded with the store given to __init__ (Broker.scram_credentials)
+        from ..security.scram import MECHANISMS as SCRAM_MECHANISMS, credential_from_salted, \
+            salted_password
         digest = hashlib.sha256(password.encode()).digest()
         for name, mech in SCRAM_MECHANISMS.items():
             credential = self.scram.get(name, user)

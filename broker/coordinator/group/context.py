@@ -13,14 +13,14 @@ from .history import RebalanceHistory
 
 
 class GroupContext:
-    """One shard's context, made by the shard (shard.py), which keeps ``loading`` current and
-    sets ``classic``, ``consumer`` and ``streams`` once it made those managers (offsets and the
-    migration between the protocols use them)."""
+    """One shard's context, made by the shard (shard.py), which keeps ``loading`` current,
+    gives ``make_classic`` and sets ``consumer`` and ``streams`` once it made those managers
+    (offsets and the migration between the protocols use them)."""
 
     __slots__ = ("partition", "config", "clock", "timer", "heartbeat_purgatory",
                  "rebalance_purgatory", "stats", "new_uuid", "topics", "groups", "loading",
-                 "append", "maybe_drop_transient_group", "classic", "consumer", "streams",
-                 "group_config")
+                 "append", "maybe_drop_transient_group", "make_classic", "_classic", "consumer",
+                 "streams", "group_config")
 
     def __init__(self, partition: int, config: Any, clock: Callable[[], int], timer: Timer,
                  heartbeat_purgatory: DelayedOperationPurgatory,
@@ -46,12 +46,21 @@ class GroupContext:
         self.append = append
         #: forget a group that a join created and that holds nothing
         self.maybe_drop_transient_group = maybe_drop_transient_group
-        self.classic: Any = None
+        #: makes the classic groups' manager at its first use (the shard's)
+        self.make_classic: Callable[[], Any] | None = None
+        self._classic: Any = None
         self.consumer: Any = None
         self.streams: Any = None
         #: ``group_config(group_id) -> mapping`` of a group's own configs (the GROUP config
         #: resource, group_configs.py), set by the coordinator; None: broker defaults only
         self.group_config: Callable[[str], Any] | None = None
+
+    @property
+    def classic(self) -> Any:
+        """The classic groups' manager (classic/manager.py), made at its first use."""
+        if self._classic is None:
+            self._classic = self.make_classic()
+        return self._classic
 
     def setting(self, group_id: str, name: str, default: int) -> int:
         """A group config of ``group_id`` (consumer.session.timeout.ms, share.*, streams.*):

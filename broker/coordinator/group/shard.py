@@ -28,7 +28,6 @@ from ...purgatory import DelayedOperationPurgatory, Timer
 from ..common.result import CoordinatorResult, append_error
 from ..common.runtime import NO_PRODUCER_ID, CoordinatorShard
 from . import records as rec
-from .classic.manager import ClassicGroupManager
 from .context import GroupContext, Stats
 from .consumer import records as crec
 from .consumer.group import ConsumerGroup
@@ -70,7 +69,7 @@ class GroupCoordinatorShard(CoordinatorShard):
             partition, config, clock, timer, heartbeat_purgatory, rebalance_purgatory, stats,
             new_uuid, topics, self.groups, self.append, self.maybe_drop_transient_group)
         self.offsets = OffsetMetadataManager(context)
-        self.classic = context.classic = ClassicGroupManager(context)
+        context.make_classic = self._make_classic
         #: ``defer(fn)``: the consumer manager's for its bursts of joins (GroupCoordinator)
         self._defer = defer
         #: the managers of consumer, share and streams groups, made when first used
@@ -80,11 +79,21 @@ class GroupCoordinatorShard(CoordinatorShard):
         #: what set_group_hooks gives the share manager: who hears of members leaving
         self._share_listener = None
 
-    # ------------------------------------------------------------ consumer, share and streams
-    # Their managers (and modules: consumer/manager.py with the assignors and the migration
-    # from and to classic groups, share/manager.py, streams/manager.py with the topology) are
-    # made at the first request or record of such a group, so a broker that never sees one
-    # never loads them. Classic groups and offsets are every broker's.
+    # ------------------------------------------------------------ the group types' managers
+    # Each (and its modules: classic/manager.py with its delayed operations, consumer/manager.py
+    # with the assignors and the migration from and to classic groups, share/manager.py,
+    # streams/manager.py with the topology) is made at the first request or record of such a
+    # group, so a broker that never sees one never loads them. Offsets are every broker's.
+
+    @property
+    def classic(self):
+        """The classic groups' manager (classic/manager.py), also the context's: offsets.py
+        checks the members of the groups its commits created with it."""
+        return self.context.classic
+
+    def _make_classic(self):
+        from .classic.manager import ClassicGroupManager
+        return ClassicGroupManager(self.context)
 
     @property
     def consumer(self):
