@@ -19,13 +19,11 @@ from .http.server import HttpServer
 from .metrics import Metrics
 from .network.socket_server import Server
 from .coordinator.group.group_configs import GroupConfigs
-from .coordinator.group.share.leader import ShareLeader
-from .coordinator.share_state import storage as share_state_topic
 from .cluster import Cluster
 from .features import Features
 from .client_quotas import ClientQuotas
 from .timer import AsyncioTimerDriver
-from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager
+from .topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager
 from .coordinator.transaction.storage import (TRANSACTION_STATE_CONFIGS,
                                               build_transaction_coordinator,
                                               load_all as load_transactions)
@@ -85,18 +83,50 @@ class Broker:
         if self.authorizer is not None:
             self.coordinator.topic_filter = self.authorizer.describable_topics
         self.coordinator.stats.on_group_stable = self.metrics.group_stable
-        #: the share partitions this broker leads and their share sessions (KIP-932)
         self.group_configs = GroupConfigs(config, config["log.dirs"])
-        self.shares = ShareLeader(config, self.clock, self.timer)
-        self.shares.on_available = self._share_records_available
-        self.shares.group_config = self.group_configs.get
-        self.coordinator.set_share_listener(self.shares, self.group_configs.get)
-        self.server.add_disconnect_listener(self.shares.connection_closed)
-        #: the share coordinator: share-partition state in __share_group_state
-        self.share_coordinator = share_state_topic.build(self)
+        self.coordinator.set_share_listener(None, self.group_configs.get)
+        #: the share partitions this broker leads and their share sessions (KIP-932,
+        #: share/leader.py), None until made with the share coordinator (``shares``)
+        self.share_leader = None
+        self._share_coordinator = None
+        self.server.add_disconnect_listener(self._share_connection_closed)
         self.transactions = build_transaction_coordinator(self)
         #: the HTTP port: /metrics, /health, /ready, the console, /faults and /nodes
         self.http = HttpServer(self)
+
+    # -- share groups (KIP-932): the leader of their share partitions and the share coordinator
+    # (share-partition state in __share_group_state) are made together at start when that topic
+    # exists, else at their first use, so a broker without share groups never loads them
+
+    @property
+    def shares(self):
+        """The share partitions this broker leads and their share sessions (share/leader.py)."""
+        if self.share_leader is None:
+            self._make_share_groups()
+        return self.share_leader
+
+    @property
+    def share_coordinator(self):
+        """The share coordinator (broker/coordinator/share_state/)."""
+        if self._share_coordinator is None:
+            self._make_share_groups()
+        return self._share_coordinator
+
+    def _make_share_groups(self) -> None:
+        from .coordinator.group.share.leader import ShareLeader
+        from .coordinator.share_state import storage as share_state_topic
+        leader = self.share_leader = ShareLeader(self.config, self.clock, self.timer)
+        leader.on_available = self._share_records_available
+        leader.group_config = self.group_configs.get
+        # the share groups' managers tell it of members leaving and groups deleted: before it
+        # existed, no member held a record of it
+        self.coordinator.set_share_listener(leader, self.group_configs.get)
+        self._share_coordinator = share_state_topic.build(self)
+        share_state_topic.load(self)
+
+    def _share_connection_closed(self, conn) -> None:
+        if self.share_leader is not None:
+            self.share_leader.connection_closed(conn)
 
     @property
     def scram_credentials(self):
@@ -163,7 +193,8 @@ class Broker:
                                    "min.insync.replicas": str(min(
                                        self.config["transaction.state.log.min.isr"], replicas))}),
                                internal=True, replication_factor=replicas)
-        share_state_topic.load(self)   # __share_group_state: created at its first write
+        if self.topics.get(SHARE_STATE_TOPIC) is not None:  # created at its first write
+            self._make_share_groups()
         self.producer_ids.at_least(self._max_producer_id() + 1)
         # every coordinator shard answers COORDINATOR_LOAD_IN_PROGRESS from the first request on,
         # until its partition is replayed
@@ -273,8 +304,9 @@ class Broker:
         self.topics.delete(name)    # (empties topic.partitions)
         if topic is not None:   # groups' offsets and share groups' state of it go, as on Kafka
             self.coordinator.on_partitions_deleted(name, partitions)
-            self.shares.drop_topic_everywhere(topic.topic_id)
-            self.share_coordinator.topic_deleted(topic.topic_id)
+            if self.share_leader is not None:
+                self.share_leader.drop_topic_everywhere(topic.topic_id)
+                self.share_coordinator.topic_deleted(topic.topic_id)
         log.info("topic deleted", topic=name)
 
     def _max_producer_id(self) -> int:
