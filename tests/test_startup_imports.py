@@ -71,6 +71,8 @@ NOT_AT_START = {
     "broker.security.delegation_tokens": "delegation tokens: a SASL listener or a token API",
     "broker.network.error_placement": "request faults: at the first one armed",
     "broker.cli.commands": "client commands: only `kbroker topic ...` and the like",
+    "protocol.compression": "compression codecs: at the first compressed batch",
+    "cramjam": "compression codecs: at the first compressed batch",
     "tomllib": "a .toml config file",
 }
 
