@@ -55,6 +55,9 @@ NOT_AT_START = {
     "broker.coordinator.group.classic": "classic groups: at the first one (or its commit)",
     "broker.faults": "fault injection: at the first use of broker.faults",
     "broker.security.scram": "SCRAM: with a SASL listener, a credentials file or at first use",
+    "broker.coordinator.group.consumer": "consumer groups (KIP-848): at the first one",
+    "broker.coordinator.group.share": "share groups: at the first one",
+    "broker.coordinator.group.streams": "streams groups: at the first one",
     "broker.coordinator.group.consumer.manager": "consumer groups (KIP-848): at the first one",
     "broker.coordinator.group.consumer.assignors": "consumer groups (KIP-848): at the first one",
     "broker.coordinator.group.consumer.migration": "consumer groups (KIP-848): at the first one",
@@ -117,5 +120,6 @@ def test_the_check_sees_a_module_that_is_loaded():
                                    "broker.coordinator.group.share.manager"}) == {
         "broker.security.tls": NOT_AT_START["broker.security.tls"],
         "prometheus_client": NOT_AT_START["prometheus_client"],
+        "broker.coordinator.group.share": NOT_AT_START["broker.coordinator.group.share"],
         "broker.coordinator.group.share.manager":
             NOT_AT_START["broker.coordinator.group.share.manager"]}

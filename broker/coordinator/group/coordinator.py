@@ -39,12 +39,9 @@ from ...purgatory import DelayedOperationPurgatory, Timer
 from ..common.result import CoordinatorResult, append_error
 from ..common.runtime import CoordinatorRuntime
 from ..common.settings import settings
-from .consumer.group import ConsumerGroup, GroupError
 from .context import Stats
-from .group import GroupState
+from .group import GroupError, GroupState
 from .shard import GroupCoordinatorShard
-from .share.group import ShareGroup
-from .streams.group import StreamsGroup
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -303,12 +300,13 @@ class GroupCoordinator:
                                                      member_id=request.member_id)
             return
         group = shard.groups.get(request.group_id)
-        if isinstance(group, (ShareGroup, StreamsGroup)) and group.state is not GroupState.DEAD:
+        kind = getattr(group, "group_type", None)
+        if kind in ("share", "streams") and group.state is not GroupState.DEAD:
             # Kafka's classicGroupJoin: a group of another type that is not a consumer group
             _join_callback(respond, api_version)(error=E.INCONSISTENT_GROUP_PROTOCOL,
                                                      member_id="")
             return
-        if isinstance(group, ConsumerGroup) and group.state is not GroupState.DEAD:
+        if kind == "consumer" and group.state is not GroupState.DEAD:
             if group.members:
                 self._classic_join_to_consumer_group(shard, group, request, api_version,
                                                      context, respond)
@@ -335,10 +333,11 @@ class GroupCoordinator:
             _sync_callback(respond, api_version)(error=E.REBALANCE_IN_PROGRESS)
             return
         group = shard.groups.get(request.group_id)
-        if isinstance(group, (ShareGroup, StreamsGroup)):
+        kind = getattr(group, "group_type", None)
+        if kind in ("share", "streams"):
             _sync_callback(respond, api_version)(error=E.UNKNOWN_MEMBER_ID)
             return
-        if isinstance(group, ConsumerGroup):
+        if kind == "consumer":
             callback = _sync_callback(respond, api_version)
             try:
                 callback(**shard.consumer.classic_members.sync(group, request, api_version))
@@ -354,11 +353,12 @@ class GroupCoordinator:
         else:
             shard = self.shard_for(request.group_id)
             # while loading, answer blindly (as Kafka does): the member is not known yet
+            kind = getattr(shard.groups.get(request.group_id), "group_type", None)
             if shard.loading:
                 error = E.NONE
-            elif isinstance(shard.groups.get(request.group_id), (ShareGroup, StreamsGroup)):
+            elif kind in ("share", "streams"):
                 error = E.UNKNOWN_MEMBER_ID
-            elif isinstance(shard.groups.get(request.group_id), ConsumerGroup):
+            elif kind == "consumer":
                 try:
                     error = shard.consumer.classic_members.heartbeat(
                         shard.groups[request.group_id], request, api_version)
@@ -379,11 +379,12 @@ class GroupCoordinator:
             top, results = E.INVALID_GROUP_ID, []
         else:
             shard = self.shard_for(request.group_id)
+            kind = getattr(shard.groups.get(request.group_id), "group_type", None)
             if shard.loading:
                 top, results = E.COORDINATOR_LOAD_IN_PROGRESS, []
-            elif isinstance(shard.groups.get(request.group_id), (ShareGroup, StreamsGroup)):
+            elif kind in ("share", "streams"):
                 top, results = E.UNKNOWN_MEMBER_ID, []
-            elif isinstance(shard.groups.get(request.group_id), ConsumerGroup):
+            elif kind == "consumer":
                 records, results = shard.consumer.classic_members.leave(
                     shard.groups[request.group_id], identities)
                 if records:
@@ -622,7 +623,7 @@ class GroupCoordinator:
                 error = E.COORDINATOR_LOAD_IN_PROGRESS
             elif group_id in members:
                 group = shard.groups.get(group_id)
-                if isinstance(group, (ConsumerGroup, StreamsGroup)):
+                if getattr(group, "group_type", None) in ("consumer", "streams"):
                     error = group.validate_offset_fetch(*members[group_id])
             if error is not None:
                 answers.append((group_id, error, topics))
@@ -674,7 +675,7 @@ class GroupCoordinator:
                 out.append(cls(error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS), group_id=group_id))
                 continue
             group = shard.groups.get(group_id)
-            if isinstance(group, (ConsumerGroup, ShareGroup, StreamsGroup)) and \
+            if getattr(group, "group_type", "classic") != "classic" and \
                     group.state is not GroupState.DEAD:
                 # Kafka describes only classic groups here: a consumer group is not found
                 described = cls(group_id=group_id, group_state=GroupState.DEAD.value)

@@ -22,7 +22,8 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ..consumer.group import GroupError, MemberState, metadata_hash
+from ..consumer.group import MemberState, metadata_hash
+from ..group import GroupError
 from ..consumer.reconciliation import FencedMemberEpoch, reconcile
 from ...common.result import CoordinatorResult
 from ...common.timer import CoordinatorTimer
