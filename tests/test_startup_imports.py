@@ -76,6 +76,7 @@ NOT_AT_START = {
     "broker.cli.commands": "client commands: only `kbroker topic ...` and the like",
     "protocol.compression": "compression codecs: at the first compressed batch",
     "cramjam": "compression codecs: at the first compressed batch",
+    "hashlib": "SCRAM, the HTTP port's logins, consumer groups: only when used",
     "tomllib": "a .toml config file",
 }
 
