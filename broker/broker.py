@@ -11,7 +11,6 @@ from . import apis
 from .config import BrokerConfig
 from .coordinator.common.storage import begin_loading_all
 from .partitions.fetch_purgatory import FetchPurgatory
-from .partitions.fetch_sessions import MIN_FETCH_PARTITION_BYTES, FetchSessionCache
 from .coordinator.group.storage import OFFSETS_TOPIC_CONFIGS, build_coordinator, load_all
 from .coordinator.transaction.producer_ids import ProducerIdManager
 from .security import SASL_PROTOCOLS, SCRAM_CREDENTIALS_FILE
@@ -74,11 +73,9 @@ class Broker:
         self.producer_ids = ProducerIdManager(config["log.dirs"])
         self.ready = False
         self.fetches = FetchPurgatory(self)
-        #: fetch sessions (KIP-227), on the broker's clock in milliseconds
-        self.fetch_sessions = FetchSessionCache(
-            config["max.incremental.fetch.session.cache.slots"],
-            clock=self.clock,
-            max_partitions=config["socket.request.max.bytes"] // MIN_FETCH_PARTITION_BYTES)
+        #: fetch sessions (KIP-227), None until the first Fetch that may open one
+        #: (``fetch_sessions``)
+        self.fetch_session_cache = None
         self.coordinator = build_coordinator(self)
         if self.authorizer is not None:
             self.coordinator.topic_filter = self.authorizer.describable_topics
@@ -142,6 +139,18 @@ class Broker:
         if added:
             log.info("SCRAM credentials added from sasl.scram.bootstrap.credentials", count=added)
         return store
+
+    @property
+    def fetch_sessions(self):
+        """The fetch session cache (broker/partitions/fetch_sessions.py), on the broker's clock
+        in milliseconds, made at its first use."""
+        if self.fetch_session_cache is None:
+            from .partitions.fetch_sessions import MIN_FETCH_PARTITION_BYTES, FetchSessionCache
+            config = self.config
+            self.fetch_session_cache = FetchSessionCache(
+                config["max.incremental.fetch.session.cache.slots"], clock=self.clock,
+                max_partitions=config["socket.request.max.bytes"] // MIN_FETCH_PARTITION_BYTES)
+        return self.fetch_session_cache
 
     @property
     def faults(self):

@@ -48,7 +48,7 @@ def histogram_buckets(bounds, counts) -> list[tuple[str, float]]:
 
 
 def _sessions(broker, what: str) -> int:
-    cache = getattr(broker, "fetch_sessions", None)
+    cache = getattr(broker, "fetch_session_cache", None)   # None before the first Fetch
     return 0 if cache is None else getattr(cache, what)
 
 

@@ -76,6 +76,8 @@ NOT_AT_START = {
     "broker.cli.commands": "client commands: only `kbroker topic ...` and the like",
     "protocol.compression": "compression codecs: at the first compressed batch",
     "cramjam": "compression codecs: at the first compressed batch",
+    "broker.partitions.fetch_sessions": "fetch sessions (KIP-227): at the first Fetch",
+    "broker.coordinator.group.history": "rebalance history: at the first rebalance",
     "hashlib": "SCRAM, the HTTP port's logins, consumer groups: only when used",
     "tomllib": "a .toml config file",
 }

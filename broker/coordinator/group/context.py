@@ -9,7 +9,6 @@ from typing import Any, Callable
 
 from ...purgatory import DelayedOperationPurgatory, Timer
 from .group import GroupMetadata
-from .history import RebalanceHistory
 
 
 class GroupContext:
@@ -84,8 +83,16 @@ class Stats:
         self.streams_group_rebalances_total = 0   # streams-group epoch bumps
         #: called with the rebalance's duration in ms when a group becomes Stable (metrics)
         self.on_group_stable: Callable[[int], None] | None = None
-        #: each group's recent rebalances, noted by the state machines (history.py)
-        self.history = RebalanceHistory()
+        self._history = None
+
+    @property
+    def history(self):
+        """Each group's recent rebalances, noted by the state machines (history.py), made at
+        the first one."""
+        if self._history is None:
+            from .history import RebalanceHistory
+            self._history = RebalanceHistory()
+        return self._history
 
     def group_stable(self, group: GroupMetadata, now: int) -> None:
         started = group.rebalance_started_ms
