@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import structlog
@@ -10,23 +11,18 @@ from . import apis
 from .config import BrokerConfig
 from .coordinator.common.storage import begin_loading_all
 from .partitions.fetch_purgatory import FetchPurgatory
-from .partitions.fetch_sessions import MIN_FETCH_PARTITION_BYTES, FetchSessionCache
 from .coordinator.group.storage import OFFSETS_TOPIC_CONFIGS, build_coordinator, load_all
 from .coordinator.transaction.producer_ids import ProducerIdManager
-from .security import SASL_PROTOCOLS
-from .security.scram import ScramCredentialStore
+from .security import SASL_PROTOCOLS, SCRAM_CREDENTIALS_FILE
 from .http.server import HttpServer
 from .metrics import Metrics
 from .network.socket_server import Server
-from .faults import Faults
 from .coordinator.group.group_configs import GroupConfigs
-from .coordinator.group.share.leader import ShareLeader
-from .coordinator.share_state import storage as share_state_topic
 from .cluster import Cluster
 from .features import Features
 from .client_quotas import ClientQuotas
 from .timer import AsyncioTimerDriver
-from .topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager
+from .topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, TopicManager
 from .coordinator.transaction.storage import (TRANSACTION_STATE_CONFIGS,
                                               build_transaction_coordinator,
                                               load_all as load_transactions)
@@ -54,12 +50,18 @@ class Broker:
         self.timer = self.timer_driver.timer
         self.topics = TopicManager(config, config["log.dirs"], self.cluster)
         self.topics.logs.set_memory_budget(config["log.memory.max.bytes"])
-        self.faults = Faults(self)
-        #: SCRAM users (AlterUserScramCredentials), and what every SASL listener serves
-        self.scram_credentials = ScramCredentialStore(config["log.dirs"])
-        added = self.scram_credentials.bootstrap(config["sasl.scram.bootstrap.credentials"])
-        if added:
-            log.info("SCRAM credentials added from sasl.scram.bootstrap.credentials", count=added)
+        #: the request faults armed (broker/faults.py): all a request looks at, so that module
+        #: is loaded at the first use of ``faults`` (the HTTP port's /faults, the test clients)
+        self.armed_faults: list = []
+        self._faults = None
+        #: SCRAM users (AlterUserScramCredentials), and what every SASL listener serves: read
+        #: at start when there is something to read (a credentials file, bootstrap credentials)
+        #: so a bad one stops the start, else made at first use (broker/security/scram.py)
+        self._scram_credentials = None
+        data_dir = config["log.dirs"]
+        if config["sasl.scram.bootstrap.credentials"] or (
+                data_dir and os.path.exists(os.path.join(data_dir, SCRAM_CREDENTIALS_FILE))):
+            self._scram_credentials = self._read_scram_credentials()
         self._delegation_tokens = None
         self.sasl = sasl_servers(self)
         #: cluster features (UpdateFeatures, ApiVersions)
@@ -71,27 +73,92 @@ class Broker:
         self.producer_ids = ProducerIdManager(config["log.dirs"])
         self.ready = False
         self.fetches = FetchPurgatory(self)
-        #: fetch sessions (KIP-227), on the broker's clock in milliseconds
-        self.fetch_sessions = FetchSessionCache(
-            config["max.incremental.fetch.session.cache.slots"],
-            clock=self.clock,
-            max_partitions=config["socket.request.max.bytes"] // MIN_FETCH_PARTITION_BYTES)
+        #: fetch sessions (KIP-227), None until the first Fetch that may open one
+        #: (``fetch_sessions``)
+        self.fetch_session_cache = None
         self.coordinator = build_coordinator(self)
         if self.authorizer is not None:
             self.coordinator.topic_filter = self.authorizer.describable_topics
         self.coordinator.stats.on_group_stable = self.metrics.group_stable
-        #: the share partitions this broker leads and their share sessions (KIP-932)
         self.group_configs = GroupConfigs(config, config["log.dirs"])
-        self.shares = ShareLeader(config, self.clock, self.timer)
-        self.shares.on_available = self._share_records_available
-        self.shares.group_config = self.group_configs.get
-        self.coordinator.set_share_listener(self.shares, self.group_configs.get)
-        self.server.add_disconnect_listener(self.shares.connection_closed)
-        #: the share coordinator: share-partition state in __share_group_state
-        self.share_coordinator = share_state_topic.build(self)
+        self.coordinator.set_share_listener(None, self.group_configs.get)
+        #: the share partitions this broker leads and their share sessions (KIP-932,
+        #: share/leader.py), None until made with the share coordinator (``shares``)
+        self.share_leader = None
+        self._share_coordinator = None
+        self.server.add_disconnect_listener(self._share_connection_closed)
         self.transactions = build_transaction_coordinator(self)
         #: the HTTP port: /metrics, /health, /ready, the console, /faults and /nodes
         self.http = HttpServer(self)
+
+    # -- share groups (KIP-932): the leader of their share partitions and the share coordinator
+    # (share-partition state in __share_group_state) are made together at start when that topic
+    # exists, else at their first use, so a broker without share groups never loads them
+
+    @property
+    def shares(self):
+        """The share partitions this broker leads and their share sessions (share/leader.py)."""
+        if self.share_leader is None:
+            self._make_share_groups()
+        return self.share_leader
+
+    @property
+    def share_coordinator(self):
+        """The share coordinator (broker/coordinator/share_state/)."""
+        if self._share_coordinator is None:
+            self._make_share_groups()
+        return self._share_coordinator
+
+    def _make_share_groups(self) -> None:
+        from .coordinator.group.share.leader import ShareLeader
+        from .coordinator.share_state import storage as share_state_topic
+        leader = self.share_leader = ShareLeader(self.config, self.clock, self.timer)
+        leader.on_available = self._share_records_available
+        leader.group_config = self.group_configs.get
+        # the share groups' managers tell it of members leaving and groups deleted: before it
+        # existed, no member held a record of it
+        self.coordinator.set_share_listener(leader, self.group_configs.get)
+        self._share_coordinator = share_state_topic.build(self)
+        share_state_topic.load(self)
+
+    def _share_connection_closed(self, conn) -> None:
+        if self.share_leader is not None:
+            self.share_leader.connection_closed(conn)
+
+    @property
+    def scram_credentials(self):
+        """The SCRAM credential store, read at start or at its first use (see __init__)."""
+        if self._scram_credentials is None:
+            self._scram_credentials = self._read_scram_credentials()
+        return self._scram_credentials
+
+    def _read_scram_credentials(self):
+        from .security.scram import ScramCredentialStore
+        store = ScramCredentialStore(self.config["log.dirs"])
+        added = store.bootstrap(self.config["sasl.scram.bootstrap.credentials"])
+        if added:
+            log.info("SCRAM credentials added from sasl.scram.bootstrap.credentials", count=added)
+        return store
+
+    @property
+    def fetch_sessions(self):
+        """The fetch session cache (broker/partitions/fetch_sessions.py), on the broker's clock
+        in milliseconds, made at its first use."""
+        if self.fetch_session_cache is None:
+            from .partitions.fetch_sessions import MIN_FETCH_PARTITION_BYTES, FetchSessionCache
+            config = self.config
+            self.fetch_session_cache = FetchSessionCache(
+                config["max.incremental.fetch.session.cache.slots"], clock=self.clock,
+                max_partitions=config["socket.request.max.bytes"] // MIN_FETCH_PARTITION_BYTES)
+        return self.fetch_session_cache
+
+    @property
+    def faults(self):
+        """Fault injection (broker/faults.py), made at its first use."""
+        if self._faults is None:
+            from .faults import Faults
+            self._faults = Faults(self)
+        return self._faults
 
     @property
     def delegation_tokens(self):
@@ -135,7 +202,8 @@ class Broker:
                                    "min.insync.replicas": str(min(
                                        self.config["transaction.state.log.min.isr"], replicas))}),
                                internal=True, replication_factor=replicas)
-        share_state_topic.load(self)   # __share_group_state: created at its first write
+        if self.topics.get(SHARE_STATE_TOPIC) is not None:  # created at its first write
+            self._make_share_groups()
         self.producer_ids.at_least(self._max_producer_id() + 1)
         # every coordinator shard answers COORDINATOR_LOAD_IN_PROGRESS from the first request on,
         # until its partition is replayed
@@ -245,8 +313,9 @@ class Broker:
         self.topics.delete(name)    # (empties topic.partitions)
         if topic is not None:   # groups' offsets and share groups' state of it go, as on Kafka
             self.coordinator.on_partitions_deleted(name, partitions)
-            self.shares.drop_topic_everywhere(topic.topic_id)
-            self.share_coordinator.topic_deleted(topic.topic_id)
+            if self.share_leader is not None:
+                self.share_leader.drop_topic_everywhere(topic.topic_id)
+                self.share_coordinator.topic_deleted(topic.topic_id)
         log.info("topic deleted", topic=name)
 
     def _max_producer_id(self) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import pathlib
 import re
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from broker.errors import ConfigError
@@ -83,12 +82,20 @@ def _assignors(value) -> tuple:
     return names
 
 
-@dataclass(frozen=True)
 class Setting:
-    name: str
-    parse: object
-    default: object
-    doc: str
+    """One broker setting: its Kafka name, parser, default and doc (a plain class: a dataclass
+    exec()s its methods' source at every start)."""
+
+    __slots__ = ("name", "parse", "default", "doc")
+
+    def __init__(self, name: str, parse, default, doc: str) -> None:
+        self.name = name
+        self.parse = parse
+        self.default = default
+        self.doc = doc
+
+    def __repr__(self) -> str:
+        return f"Setting({self.name!r}, default={self.default!r})"
 
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in [

@@ -180,12 +180,13 @@ def _optional_int(spec: dict, name: str, default):
 # ---------------------------------------------------------------------------- the injector
 
 class Faults:
-    """The broker's faults. ``armed`` is the one thing the request path looks at: empty, no
-    request pays more than that look."""
+    """The broker's faults, made at the first use of ``broker.faults``. ``armed`` is the one
+    thing the request path looks at: empty, no request pays more than that look."""
 
     def __init__(self, broker) -> None:
         self.broker = broker
-        self.armed: list[Fault] = []
+        #: the broker's list, which each connection looks at (broker.py Broker.armed_faults)
+        self.armed: list[Fault] = broker.armed_faults
         self.history: list[Fault] = []
         self.ids = itertools.count(1)
         #: coordinator loads under way: (topic, partition) -> (timer handle, runtime)

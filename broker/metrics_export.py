@@ -48,7 +48,7 @@ def histogram_buckets(bounds, counts) -> list[tuple[str, float]]:
 
 
 def _sessions(broker, what: str) -> int:
-    cache = getattr(broker, "fetch_sessions", None)
+    cache = getattr(broker, "fetch_session_cache", None)   # None before the first Fetch
     return 0 if cache is None else getattr(cache, what)
 
 
@@ -160,7 +160,8 @@ class BrokerStateCollector:
             loading.add_metric([], len(coordinator.shards_loading))
         yield from (groups, members, group_members, generation, rebalances, started, expired,
                     epochs, share_epochs, streams_epochs, loading)
-        yield from self._shares(getattr(self.broker, "shares", None))
+        # None until the first share group (Broker.shares): nothing acknowledged, none in flight
+        yield from self._shares(getattr(self.broker, "share_leader", None))
 
     @staticmethod
     def _shares(shares):
@@ -175,16 +176,16 @@ class BrokerStateCollector:
             "kafka_share_partition_records_in_flight",
             "In-flight records of the share partitions this broker leads, by state.",
             labels=["state"])
+        counts = {"available": 0, "acquired": 0, "acknowledged": 0, "archived": 0}
         if shares is not None:
             for ack_type, n in sorted(shares.acknowledged.items()):
                 acks.add_metric([ack_type], n)
-            counts = {"available": 0, "acquired": 0, "acknowledged": 0, "archived": 0}
             for partitions in shares.groups.values():
                 for sp in partitions.values():
                     for record in sp.records.values():
                         counts[record.state.name.lower()] += 1
-            for state, n in counts.items():
-                in_flight.add_metric([state], n)
+        for state, n in counts.items():
+            in_flight.add_metric([state], n)
         yield from (acks, in_flight)
 
     @staticmethod

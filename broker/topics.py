@@ -29,7 +29,8 @@ LEADER_EPOCH = 0
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 #: the names Kafka's Topic.isInternal treats as internal, whether or not the topic exists
-INTERNAL_TOPICS = frozenset((OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, "__share_group_state"))
+SHARE_STATE_TOPIC = "__share_group_state"
+INTERNAL_TOPICS = frozenset((OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC))
 MAX_TOPIC_NAME = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 

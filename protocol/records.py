@@ -23,7 +23,6 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from protocol.compression import compress, decompress
 from protocol.errors import CorruptRecordError
 
 
@@ -157,6 +156,8 @@ class RecordBatch:
         payload = memoryview(self.buffer)[start:self.position + self.size]
         codec = self.attributes & COMPRESSION_MASK
         if codec:
+            # the codecs (cramjam) load with the first compressed batch
+            from protocol.compression import decompress
             data = bytes(decompress(codec, payload, max_size=max_decompressed_size))
         else:
             data = bytes(payload)
@@ -403,6 +404,7 @@ def build_batch(records, *, base_offset: int = 0, compression: int = 0, timestam
         body += record
 
     if compression:
+        from protocol.compression import compress
         body = compress(compression, body)
 
     attributes = compression

@@ -96,6 +96,7 @@ def make_broker(**settings):
     broker = SimpleNamespace(config=BrokerConfig({"metrics.port": 0, **settings}), clock=clock,
                              node_id=1, timer=Timer(clock), debug=False, cluster=Cluster(1, 1))
     broker.metrics = Metrics(broker)
+    broker.armed_faults = []
     broker.faults = Faults(broker)
     broker.client_quotas = ClientQuotas(None)
     broker.features = Features(broker.config, None, 1, apis.HANDLERS)

@@ -1,8 +1,8 @@
 """Start-up loads only what the configuration uses (issue 27): ``kbroker`` started with default
 settings in memory, in a fresh interpreter, up to its first ApiVersions answer, has not imported
-the modules of what it was not configured for or not asked — TLS, SASL, the console,
-prometheus-client, the consumer, share and streams group managers, the API handlers other
-than ApiVersions. An import of one of them put back on the start path fails here, naming it."""
+the modules of what it was not configured for or not asked — TLS, SASL, SCRAM, the console,
+prometheus-client, fault injection, the classic, consumer, share and streams group managers,
+the API handlers other than ApiVersions. An import of one of them put back on the start path fails here, naming it."""
 from __future__ import annotations
 
 import json
@@ -52,11 +52,20 @@ NOT_AT_START = {
     "broker.console": "the console: at the first console request",
     "broker.metrics_export": "Prometheus series: at the first scrape",
     "prometheus_client": "Prometheus series: at the first scrape",
+    "broker.coordinator.group.classic": "classic groups: at the first one (or its commit)",
+    "broker.faults": "fault injection: at the first use of broker.faults",
+    "broker.security.scram": "SCRAM: with a SASL listener, a credentials file or at first use",
+    "broker.coordinator.group.consumer": "consumer groups (KIP-848): at the first one",
+    "broker.coordinator.group.share": "share groups: at the first one",
+    "broker.coordinator.group.streams": "streams groups: at the first one",
     "broker.coordinator.group.consumer.manager": "consumer groups (KIP-848): at the first one",
     "broker.coordinator.group.consumer.assignors": "consumer groups (KIP-848): at the first one",
     "broker.coordinator.group.consumer.migration": "consumer groups (KIP-848): at the first one",
     "broker.coordinator.group.share.manager": "share groups: at the first one",
     "broker.coordinator.group.share.assignor": "share groups: at the first one",
+    "broker.coordinator.group.share.leader": "share groups: at the first one",
+    "broker.coordinator.group.share.partition": "share groups: at the first one",
+    "broker.coordinator.share_state": "share groups: at the first one (or its stored state)",
     "broker.coordinator.group.streams.manager": "streams groups: at the first one",
     "broker.coordinator.group.streams.topology": "streams groups: at the first one",
     "broker.coordinator.group.streams.assignor": "streams groups: at the first one",
@@ -65,6 +74,12 @@ NOT_AT_START = {
     "broker.security.delegation_tokens": "delegation tokens: a SASL listener or a token API",
     "broker.network.error_placement": "request faults: at the first one armed",
     "broker.cli.commands": "client commands: only `kbroker topic ...` and the like",
+    "protocol.compression": "compression codecs: at the first compressed batch",
+    "cramjam": "compression codecs: at the first compressed batch",
+    "broker.partitions.fetch_sessions": "fetch sessions (KIP-227): at the first Fetch",
+    "broker.coordinator.group.history": "rebalance history: at the first rebalance",
+    "ctypes.util": "its find_library runs ldconfig in a new process: glibc is opened by name",
+    "hashlib": "SCRAM, the HTTP port's logins, consumer groups: only when used",
     "tomllib": "a .toml config file",
 }
 
@@ -109,5 +124,6 @@ def test_the_check_sees_a_module_that_is_loaded():
                                    "broker.coordinator.group.share.manager"}) == {
         "broker.security.tls": NOT_AT_START["broker.security.tls"],
         "prometheus_client": NOT_AT_START["prometheus_client"],
+        "broker.coordinator.group.share": NOT_AT_START["broker.coordinator.group.share"],
         "broker.coordinator.group.share.manager":
             NOT_AT_START["broker.coordinator.group.share.manager"]}

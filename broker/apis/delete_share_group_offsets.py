@@ -7,7 +7,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 from ..coordinator.common.result import CoordinatorResult, append_error
-from ..coordinator.group.consumer.group import GroupError
+from ..coordinator.group.group import GroupError
 from ..security.authorization import group_denied
 from ..security.authorizer import AclOperation
 

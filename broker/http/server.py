@@ -4,7 +4,7 @@ turns it off): /metrics, /health and /ready for scrapers and healthchecks, the w
 
 /metrics, /health and /ready answer anyone. Every other path goes through guard.py (Host,
 Origin, JSON content type, ``metrics.write.enable``) and, when the broker has an authorizer,
-needs an HTTP Basic login (auth.py) whose ACLs then decide what it may see and do.
+needs an HTTP Basic login (login.py) whose ACLs then decide what it may see and do.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import structlog
 
 from ..security import ANONYMOUS
 from . import controls
-from .auth import CHALLENGE, BasicLogin, Caller
+from .auth import CHALLENGE, Caller
 from .guard import HostGuard, json_answer, json_refusal, writes_enabled
 
 log = structlog.get_logger("broker.http")
@@ -43,6 +43,7 @@ class HttpServer:
         #: None without an authorizer: no login is asked
         self.login = None
         if getattr(broker, "authorizer", None) is not None:
+            from .login import BasicLogin
             self.login = BasicLogin(broker.sasl, broker.scram_credentials)
         self.failed_login_delay_ms = config["connection.failed.authentication.delay.ms"]
         #: how a failed login's answer is held back (tests replace it)

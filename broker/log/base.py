@@ -20,8 +20,7 @@ import abc
 import struct
 import time
 from bisect import bisect_left
-from dataclasses import dataclass, fields
-from typing import Callable, ClassVar, Mapping, NamedTuple
+from typing import Callable, Mapping, NamedTuple
 
 
 from protocol import records as _records
@@ -82,32 +81,57 @@ class InvalidRecordError(CorruptRecordError):
     the batch's offset range. Plain CorruptRecordError maps to CORRUPT_MESSAGE (2)."""
 
 
-@dataclass(slots=True)
 class LogConfig:
     """The topic configs a partition log obeys, named after Kafka's topic-level keys.
 
     Defaults are Kafka's broker defaults. ``-1`` means unlimited for the retention settings;
     the flush settings default to Kafka's Long.MAX_VALUE, i.e. never fsync on a count or a timer
-    (see ``broker.log.segments`` for what that means for durability).
+    (see ``broker.log.segments`` for what that means for durability). A plain class: a
+    dataclass exec()s its methods' source at every start.
     """
 
-    retention_ms: int = 604_800_000  # retention.ms: 7 days; -1 = keep forever
-    retention_bytes: int = -1  # retention.bytes: per partition; -1 = unlimited
-    segment_bytes: int = 1_073_741_824  # segment.bytes: 1 GiB
-    segment_ms: int = 604_800_000  # segment.ms: 7 days
-    index_interval_bytes: int = 4096  # index.interval.bytes
-    flush_messages: int = LONG_MAX  # flush.messages (log.flush.interval.messages)
-    flush_ms: int = LONG_MAX  # flush.ms (log.flush.interval.ms)
-    cleanup_policy: str = "delete"  # cleanup.policy: "delete", "compact" or "compact,delete"
-    delete_retention_ms: int = 86_400_000  # delete.retention.ms: how long tombstones stay
-    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms: younger records are not compacted
-    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
-    #: max.compaction.lag.ms: dirty data older than this is cleaned whatever the dirty ratio
-    #: (and a compacted log's active segment rolls after it)
-    max_compaction_lag_ms: int = LONG_MAX
+    __slots__ = ("retention_ms", "retention_bytes", "segment_bytes", "segment_ms",
+                 "index_interval_bytes", "flush_messages", "flush_ms", "cleanup_policy",
+                 "delete_retention_ms", "min_compaction_lag_ms", "min_cleanable_dirty_ratio",
+                 "max_compaction_lag_ms")
+
+    def __init__(self, *, retention_ms: int = 604_800_000, retention_bytes: int = -1,
+                 segment_bytes: int = 1_073_741_824, segment_ms: int = 604_800_000,
+                 index_interval_bytes: int = 4096, flush_messages: int = LONG_MAX,
+                 flush_ms: int = LONG_MAX, cleanup_policy: str = "delete",
+                 delete_retention_ms: int = 86_400_000, min_compaction_lag_ms: int = 0,
+                 min_cleanable_dirty_ratio: float = 0.5,
+                 max_compaction_lag_ms: int = LONG_MAX) -> None:
+        self.retention_ms = retention_ms  # retention.ms: 7 days; -1 = keep forever
+        self.retention_bytes = retention_bytes  # retention.bytes: per partition; -1 = unlimited
+        self.segment_bytes = segment_bytes  # segment.bytes: 1 GiB
+        self.segment_ms = segment_ms  # segment.ms: 7 days
+        self.index_interval_bytes = index_interval_bytes  # index.interval.bytes
+        self.flush_messages = flush_messages  # flush.messages (log.flush.interval.messages)
+        self.flush_ms = flush_ms  # flush.ms (log.flush.interval.ms)
+        #: cleanup.policy: "delete", "compact" or "compact,delete"
+        self.cleanup_policy = cleanup_policy
+        self.delete_retention_ms = delete_retention_ms  # delete.retention.ms: tombstones stay
+        #: min.compaction.lag.ms: younger records are not compacted
+        self.min_compaction_lag_ms = min_compaction_lag_ms
+        self.min_cleanable_dirty_ratio = min_cleanable_dirty_ratio  # min.cleanable.dirty.ratio
+        #: max.compaction.lag.ms: dirty data older than this is cleaned whatever the dirty ratio
+        #: (and a compacted log's active segment rolls after it)
+        self.max_compaction_lag_ms = max_compaction_lag_ms
+
+    def __eq__(self, other) -> bool:
+        if type(other) is not LogConfig:
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return "LogConfig(" + ", ".join(f"{name}={getattr(self, name)!r}"
+                                        for name in self.__slots__) + ")"
 
     # Kafka's topic config key for each field, for from_topic_config / to_topic_config.
-    KAFKA_KEYS: ClassVar[dict[str, str]] = {
+    KAFKA_KEYS = {
         "retention_ms": "retention.ms",
         "retention_bytes": "retention.bytes",
         "segment_bytes": "segment.bytes",
@@ -127,7 +151,7 @@ class LogConfig:
                           base: "LogConfig | None" = None) -> "LogConfig":
         """Build from Kafka-named topic configs (string or int values); unknown keys are ignored
         (they belong to other components, e.g. max.message.bytes to the produce handler)."""
-        values = {} if base is None else {f.name: getattr(base, f.name) for f in fields(cls)}
+        values = {} if base is None else {name: getattr(base, name) for name in cls.__slots__}
         for name, key in cls.KAFKA_KEYS.items():
             if configs is not None and key in configs and configs[key] is not None:
                 raw = configs[key]
@@ -157,17 +181,34 @@ class LogConfig:
 
 
 
-@dataclass(slots=True)
 class AppendInfo:
     """What the Produce response needs from an append."""
 
-    first_offset: int  # the base offset given to the first batch (Produce's base_offset)
-    last_offset: int  # the offset of the last record appended
-    log_append_time: int  # the LogAppendTime stamped on the batches, or -1 for CreateTime
-    log_start_offset: int  # the log start offset after the append (Produce v5+)
-    max_timestamp: int  # the largest max_timestamp among the appended batches
-    size: int  # bytes appended
-    batch_count: int = 1
+    __slots__ = ("first_offset", "last_offset", "log_append_time", "log_start_offset",
+                 "max_timestamp", "size", "batch_count")
+
+    def __init__(self, first_offset: int, last_offset: int, log_append_time: int,
+                 log_start_offset: int, max_timestamp: int, size: int,
+                 batch_count: int = 1) -> None:
+        self.first_offset = first_offset  # the base offset given to the first batch
+        self.last_offset = last_offset  # the offset of the last record appended
+        #: the LogAppendTime stamped on the batches, or -1 for CreateTime
+        self.log_append_time = log_append_time
+        self.log_start_offset = log_start_offset  # the log start offset after the append
+        self.max_timestamp = max_timestamp  # the largest max_timestamp of the batches
+        self.size = size  # bytes appended
+        self.batch_count = batch_count
+
+    def __eq__(self, other) -> bool:
+        if type(other) is not AppendInfo:
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return "AppendInfo(" + ", ".join(f"{name}={getattr(self, name)!r}"
+                                         for name in self.__slots__) + ")"
 
     @property
     def record_count(self) -> int:

@@ -96,7 +96,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         #: the node whose listener accepted it (one of broker.cluster.node_ids)
         self.node_id = broker.node_id if node_id is None else node_id
         self.server = broker.server
-        self.faults = broker.faults
+        self.armed_faults = broker.armed_faults
         self.quotas = broker.client_quotas
         #: several nodes: group and transaction requests may reach a node that does not
         #: coordinate their key (broker/network/coordinator_routing.py)
@@ -434,7 +434,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.pending.append(req)
         try:
             # the one look at faults (broker/faults.py) a request pays
-            if self.faults.armed and self.faults.intercept(self, req, request):
+            if self.armed_faults and self.broker.faults.intercept(self, req, request):
                 return
             if self.multi_node and _misrouted(self.broker, self, req, request):
                 return  # NOT_COORDINATOR: this node does not coordinate the request's key

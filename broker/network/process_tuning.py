@@ -7,12 +7,12 @@ import resource
 
 
 def _libc():
-    """glibc, or None on another libc. ctypes and the library lookup load at the first use, not
-    at the broker's start."""
+    """glibc by its soname, or None on another libc (what is tuned here is glibc's). Not
+    ctypes.util.find_library: on Linux it runs ``ldconfig -p`` in a new process, at every start
+    of the broker."""
     try:
         import ctypes
-        import ctypes.util
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return ctypes.CDLL("libc.so.6")
     except OSError:
         return None
 

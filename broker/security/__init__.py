@@ -13,6 +13,8 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 #: the protocols whose listeners speak TLS (broker/security/tls.py)
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+#: the SCRAM credentials' file in the data directory (scram.py ScramCredentialStore)
+SCRAM_CREDENTIALS_FILE = "scram-credentials.json"
 #: Kafka's class name for the authorizer (authorizer.class.name, broker/security/authorizer.py)
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..log.files import write_json
+from . import SCRAM_CREDENTIALS_FILE
 from .sasl_errors import SaslAuthenticationError, SaslError
 
 
@@ -41,7 +42,6 @@ MECHANISMS_BY_TYPE = {m.type: m for m in (SCRAM_SHA_256, SCRAM_SHA_512)}
 MAX_ITERATIONS = 16384
 #: the extension by which a client logs in with a delegation token (broker/security/delegation_tokens.py)
 TOKEN_AUTH = "tokenauth"
-CREDENTIALS_FILE = "scram-credentials.json"
 #: kafka-storage format --add-scram's iterations when none are given
 DEFAULT_ITERATIONS = 4096
 
@@ -239,7 +239,7 @@ class ScramCredentialStore:
     scram-credentials.json`` when the broker has a data directory."""
 
     def __init__(self, data_dir: str | None) -> None:
-        self.path = os.path.join(data_dir, CREDENTIALS_FILE) if data_dir else None
+        self.path = os.path.join(data_dir, SCRAM_CREDENTIALS_FILE) if data_dir else None
         #: mechanism name -> user name -> credential
         self.credentials: dict[str, dict[str, ScramCredential]] = {m: {} for m in MECHANISMS}
         self.loaded_from_disk = False

@@ -46,6 +46,7 @@ def make_broker(**settings):
                              node_id=1, cluster=Cluster(1, 1), cluster_id="c",
                              advertised=lambda _listener, _node=None: ("localhost", 9092))
     broker.metrics = Metrics(broker)
+    broker.armed_faults = []
     broker.faults = Faults(broker)
     broker.client_quotas = ClientQuotas(None)
     broker.features = Features(broker.config, None, 1, apis.HANDLERS)

@@ -6,24 +6,43 @@ one attribute per name (``group.max.size`` -> ``group_max_size``), defaulting to
 default, and ``from_config`` to read them from the broker's config."""
 from __future__ import annotations
 
-from dataclasses import field, fields, make_dataclass
-
 from ...config import kafka_default
 
 
 def settings(*names: str):
-    """Class decorator: a dataclass with one field per Kafka setting name in ``names``."""
+    """Class decorator: a class with one slot per Kafka setting name in ``names``, each a
+    keyword of its ``__init__`` defaulting to the broker's default. A plain class rather than a
+    dataclass: making a dataclass exec()s its methods' source at every start."""
     def make(cls):
-        attributes = [name.replace(".", "_") for name in names]
-        defaults = [kafka_default(name) for name in names]
+        attributes = tuple(name.replace(".", "_") for name in names)
+        defaults = {attribute: kafka_default(name) for attribute, name in zip(attributes, names)}
         namespace = {key: value for key, value in vars(cls).items()
                      if key not in ("__dict__", "__weakref__")}
-        namespace["KAFKA_NAMES"] = dict(zip(attributes, names))
-        namespace["from_config"] = classmethod(settings_from)
-        return make_dataclass(cls.__name__, [
-            (attribute, _type_of(default), field(default=default))
-            for attribute, default in zip(attributes, defaults)], namespace=namespace)
+        namespace.update(
+            __slots__=attributes, __init__=_init, __eq__=_eq, __repr__=_repr, __hash__=None,
+            KAFKA_NAMES=dict(zip(attributes, names)), DEFAULTS=defaults,
+            TYPES={attribute: _type_of(default) for attribute, default in defaults.items()},
+            from_config=classmethod(settings_from))
+        return type(cls.__name__, cls.__bases__, namespace)
     return make
+
+
+def _init(self, **values) -> None:
+    for attribute, default in self.DEFAULTS.items():
+        setattr(self, attribute, values.pop(attribute, default))
+    if values:
+        raise TypeError(f"{type(self).__name__} has no setting {', '.join(sorted(values))}")
+
+
+def _eq(self, other) -> bool:
+    if type(other) is not type(self):
+        return NotImplemented
+    return all(getattr(self, a) == getattr(other, a) for a in self.DEFAULTS)
+
+
+def _repr(self) -> str:
+    fields = ", ".join(f"{a}={getattr(self, a)!r}" for a in self.DEFAULTS)
+    return f"{type(self).__name__}({fields})"
 
 
 def _type_of(default) -> type:
@@ -42,23 +61,23 @@ def settings_from(cls, config=None):
     if isinstance(config, cls):
         return config
     values = {}
-    for f in fields(cls):
-        for name in (cls.KAFKA_NAMES[f.name], f.name):
+    for attribute, kind in cls.TYPES.items():
+        for name in (cls.KAFKA_NAMES[attribute], attribute):
             try:
                 value = config[name]
             except (KeyError, IndexError, TypeError, AttributeError):
                 continue
             if value is None:
                 continue
-            if f.type is tuple:
-                values[f.name] = tuple(value) if not isinstance(value, str) else \
+            if kind is tuple:
+                values[attribute] = tuple(value) if not isinstance(value, str) else \
                     tuple(v.strip() for v in value.split(",") if v.strip())
-            elif f.type is str:
-                values[f.name] = str(value).lower()
-            elif f.type is bool:
-                values[f.name] = value if isinstance(value, bool) else \
+            elif kind is str:
+                values[attribute] = str(value).lower()
+            elif kind is bool:
+                values[attribute] = value if isinstance(value, bool) else \
                     str(value).lower() == "true"
             else:
-                values[f.name] = int(value)
+                values[attribute] = int(value)
             break
     return cls(**values)

@@ -9,18 +9,17 @@ from typing import Any, Callable
 
 from ...purgatory import DelayedOperationPurgatory, Timer
 from .group import GroupMetadata
-from .history import RebalanceHistory
 
 
 class GroupContext:
-    """One shard's context, made by the shard (shard.py), which keeps ``loading`` current and
-    sets ``classic``, ``consumer`` and ``streams`` once it made those managers (offsets and the
-    migration between the protocols use them)."""
+    """One shard's context, made by the shard (shard.py), which keeps ``loading`` current,
+    gives ``make_classic`` and sets ``consumer`` and ``streams`` once it made those managers
+    (offsets and the migration between the protocols use them)."""
 
     __slots__ = ("partition", "config", "clock", "timer", "heartbeat_purgatory",
                  "rebalance_purgatory", "stats", "new_uuid", "topics", "groups", "loading",
-                 "append", "maybe_drop_transient_group", "classic", "consumer", "streams",
-                 "group_config")
+                 "append", "maybe_drop_transient_group", "make_classic", "_classic", "consumer",
+                 "streams", "group_config")
 
     def __init__(self, partition: int, config: Any, clock: Callable[[], int], timer: Timer,
                  heartbeat_purgatory: DelayedOperationPurgatory,
@@ -46,12 +45,21 @@ class GroupContext:
         self.append = append
         #: forget a group that a join created and that holds nothing
         self.maybe_drop_transient_group = maybe_drop_transient_group
-        self.classic: Any = None
+        #: makes the classic groups' manager at its first use (the shard's)
+        self.make_classic: Callable[[], Any] | None = None
+        self._classic: Any = None
         self.consumer: Any = None
         self.streams: Any = None
         #: ``group_config(group_id) -> mapping`` of a group's own configs (the GROUP config
         #: resource, group_configs.py), set by the coordinator; None: broker defaults only
         self.group_config: Callable[[str], Any] | None = None
+
+    @property
+    def classic(self) -> Any:
+        """The classic groups' manager (classic/manager.py), made at its first use."""
+        if self._classic is None:
+            self._classic = self.make_classic()
+        return self._classic
 
     def setting(self, group_id: str, name: str, default: int) -> int:
         """A group config of ``group_id`` (consumer.session.timeout.ms, share.*, streams.*):
@@ -75,8 +83,16 @@ class Stats:
         self.streams_group_rebalances_total = 0   # streams-group epoch bumps
         #: called with the rebalance's duration in ms when a group becomes Stable (metrics)
         self.on_group_stable: Callable[[int], None] | None = None
-        #: each group's recent rebalances, noted by the state machines (history.py)
-        self.history = RebalanceHistory()
+        self._history = None
+
+    @property
+    def history(self):
+        """Each group's recent rebalances, noted by the state machines (history.py), made at
+        the first one."""
+        if self._history is None:
+            from .history import RebalanceHistory
+            self._history = RebalanceHistory()
+        return self._history
 
     def group_stable(self, group: GroupMetadata, now: int) -> None:
         started = group.rebalance_started_ms

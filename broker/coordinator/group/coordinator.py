@@ -39,13 +39,9 @@ from ...purgatory import DelayedOperationPurgatory, Timer
 from ..common.result import CoordinatorResult, append_error
 from ..common.runtime import CoordinatorRuntime
 from ..common.settings import settings
-from .classic.manager import make_join_callback, make_sync_callback
-from .consumer.group import ConsumerGroup, GroupError
 from .context import Stats
-from .group import GroupState
+from .group import GroupError, GroupState
 from .shard import GroupCoordinatorShard
-from .share.group import ShareGroup
-from .streams.group import StreamsGroup
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -122,6 +118,18 @@ class TopicsView:
 
     def version(self) -> int:
         return 0
+
+
+def _join_callback(respond: Callable, api_version: int) -> Callable:
+    """A JoinGroup answer (classic/manager.py, loaded with the first classic group)."""
+    from .classic.manager import make_join_callback
+    return make_join_callback(respond, api_version)
+
+
+def _sync_callback(respond: Callable, api_version: int) -> Callable:
+    """A SyncGroup answer (classic/manager.py, loaded with the first classic group)."""
+    from .classic.manager import make_sync_callback
+    return make_sync_callback(respond, api_version)
 
 
 def _client_id(context) -> str:
@@ -283,21 +291,22 @@ class GroupCoordinator:
     # ================================================================== JoinGroup
     def join_group(self, request, api_version: int, context, respond: Callable) -> None:
         if not request.group_id:
-            make_join_callback(respond, api_version)(error=E.INVALID_GROUP_ID,
+            _join_callback(respond, api_version)(error=E.INVALID_GROUP_ID,
                                                      member_id=request.member_id)
             return
         shard = self.shard_for(request.group_id)
         if shard.loading:
-            make_join_callback(respond, api_version)(error=E.COORDINATOR_LOAD_IN_PROGRESS,
+            _join_callback(respond, api_version)(error=E.COORDINATOR_LOAD_IN_PROGRESS,
                                                      member_id=request.member_id)
             return
         group = shard.groups.get(request.group_id)
-        if isinstance(group, (ShareGroup, StreamsGroup)) and group.state is not GroupState.DEAD:
+        kind = getattr(group, "group_type", None)
+        if kind in ("share", "streams") and group.state is not GroupState.DEAD:
             # Kafka's classicGroupJoin: a group of another type that is not a consumer group
-            make_join_callback(respond, api_version)(error=E.INCONSISTENT_GROUP_PROTOCOL,
+            _join_callback(respond, api_version)(error=E.INCONSISTENT_GROUP_PROTOCOL,
                                                      member_id="")
             return
-        if isinstance(group, ConsumerGroup) and group.state is not GroupState.DEAD:
+        if kind == "consumer" and group.state is not GroupState.DEAD:
             if group.members:
                 self._classic_join_to_consumer_group(shard, group, request, api_version,
                                                      context, respond)
@@ -311,24 +320,25 @@ class GroupCoordinator:
         if api_version >= 5 and (request.protocol_type is None or request.protocol_name is None):
             # from v5 both fields are mandatory; Kafka (KafkaApis) answers a request missing one
             # with INCONSISTENT_GROUP_PROTOCOL before it looks at the group id or the group
-            make_sync_callback(respond, api_version)(error=E.INCONSISTENT_GROUP_PROTOCOL)
+            _sync_callback(respond, api_version)(error=E.INCONSISTENT_GROUP_PROTOCOL)
             return
         if not request.group_id:
-            make_sync_callback(respond, api_version)(error=E.INVALID_GROUP_ID)
+            _sync_callback(respond, api_version)(error=E.INVALID_GROUP_ID)
             return
         shard = self.shard_for(request.group_id)
         if shard.loading:
             # the rebalance in progress was lost with the old state: REBALANCE_IN_PROGRESS makes
             # the client rejoin (where it backs off on COORDINATOR_LOAD_IN_PROGRESS); clients do
             # not all expect COORDINATOR_LOAD_IN_PROGRESS from SyncGroup
-            make_sync_callback(respond, api_version)(error=E.REBALANCE_IN_PROGRESS)
+            _sync_callback(respond, api_version)(error=E.REBALANCE_IN_PROGRESS)
             return
         group = shard.groups.get(request.group_id)
-        if isinstance(group, (ShareGroup, StreamsGroup)):
-            make_sync_callback(respond, api_version)(error=E.UNKNOWN_MEMBER_ID)
+        kind = getattr(group, "group_type", None)
+        if kind in ("share", "streams"):
+            _sync_callback(respond, api_version)(error=E.UNKNOWN_MEMBER_ID)
             return
-        if isinstance(group, ConsumerGroup):
-            callback = make_sync_callback(respond, api_version)
+        if kind == "consumer":
+            callback = _sync_callback(respond, api_version)
             try:
                 callback(**shard.consumer.classic_members.sync(group, request, api_version))
             except GroupError as exc:
@@ -343,11 +353,12 @@ class GroupCoordinator:
         else:
             shard = self.shard_for(request.group_id)
             # while loading, answer blindly (as Kafka does): the member is not known yet
+            kind = getattr(shard.groups.get(request.group_id), "group_type", None)
             if shard.loading:
                 error = E.NONE
-            elif isinstance(shard.groups.get(request.group_id), (ShareGroup, StreamsGroup)):
+            elif kind in ("share", "streams"):
                 error = E.UNKNOWN_MEMBER_ID
-            elif isinstance(shard.groups.get(request.group_id), ConsumerGroup):
+            elif kind == "consumer":
                 try:
                     error = shard.consumer.classic_members.heartbeat(
                         shard.groups[request.group_id], request, api_version)
@@ -368,11 +379,12 @@ class GroupCoordinator:
             top, results = E.INVALID_GROUP_ID, []
         else:
             shard = self.shard_for(request.group_id)
+            kind = getattr(shard.groups.get(request.group_id), "group_type", None)
             if shard.loading:
                 top, results = E.COORDINATOR_LOAD_IN_PROGRESS, []
-            elif isinstance(shard.groups.get(request.group_id), (ShareGroup, StreamsGroup)):
+            elif kind in ("share", "streams"):
                 top, results = E.UNKNOWN_MEMBER_ID, []
-            elif isinstance(shard.groups.get(request.group_id), ConsumerGroup):
+            elif kind == "consumer":
                 records, results = shard.consumer.classic_members.leave(
                     shard.groups[request.group_id], identities)
                 if records:
@@ -404,7 +416,7 @@ class GroupCoordinator:
                                         respond) -> None:
         """A classic member joins a consumer group (online migration, consumer/migration.py):
         answered once its records are stored."""
-        callback = make_join_callback(respond, api_version)
+        callback = _join_callback(respond, api_version)
         try:
             records, answer = shard.consumer.classic_members.join(
                 group, request, api_version, _client_id(context), _client_host(context))
@@ -611,7 +623,7 @@ class GroupCoordinator:
                 error = E.COORDINATOR_LOAD_IN_PROGRESS
             elif group_id in members:
                 group = shard.groups.get(group_id)
-                if isinstance(group, (ConsumerGroup, StreamsGroup)):
+                if getattr(group, "group_type", None) in ("consumer", "streams"):
                     error = group.validate_offset_fetch(*members[group_id])
             if error is not None:
                 answers.append((group_id, error, topics))
@@ -663,7 +675,7 @@ class GroupCoordinator:
                 out.append(cls(error_code=int(E.COORDINATOR_LOAD_IN_PROGRESS), group_id=group_id))
                 continue
             group = shard.groups.get(group_id)
-            if isinstance(group, (ConsumerGroup, ShareGroup, StreamsGroup)) and \
+            if getattr(group, "group_type", "classic") != "classic" and \
                     group.state is not GroupState.DEAD:
                 # Kafka describes only classic groups here: a consumer group is not found
                 described = cls(group_id=group_id, group_state=GroupState.DEAD.value)

@@ -12,6 +12,7 @@ import enum
 from typing import Callable
 
 from protocol import messages as m
+from protocol.errors import ErrorCode
 
 
 class GroupState(str, enum.Enum):
@@ -154,8 +155,22 @@ class MemberMetadata:
         return f"<Member {self.member_id}{' static ' + self.group_instance_id if self.group_instance_id else ''}>"
 
 
+class GroupError(Exception):
+    """An error the heartbeat answers with: Kafka's ApiException with its message."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
 class GroupMetadata:
     """A classic group: members in insertion order, leader, generation, protocol, state, offsets."""
+
+    #: Kafka's Group.type(), as the other group types have it (consumer/group.py, ...): code
+    #: outside their packages asks it rather than isinstance, so their modules load with the
+    #: first such group
+    group_type = "classic"
 
     __slots__ = ("group_id", "state", "state_timestamp", "generation_id", "protocol_type",
                  "protocol_name", "leader_id", "members", "static_members", "pending_members",

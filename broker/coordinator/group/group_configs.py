@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
 from typing import Callable
 
 from protocol.errors import ErrorCode
@@ -27,18 +26,25 @@ INT, STRING, BOOLEAN = "INT", "STRING", "BOOLEAN"
 _CONFIG_TYPES = {INT: INT_TYPE, BOOLEAN: BOOLEAN_TYPE}
 CONFIG_FILE = "group-configs.json"
 
-@dataclass(frozen=True)
 class GroupConfigDef:
-    type: str
-    #: the broker setting that gives the default (None: ``default`` below)
-    broker: str | None = None
-    default: str | None = None
-    at_least: int | None = None
-    #: the broker settings bounding the value: (min setting or None, max setting or None)
-    bounds: tuple = (None, None)
-    #: bounds checked only when the group sets the config (Kafka's assignment intervals)
-    bounds_if_set: bool = False
-    choices: tuple = ()
+    """One group config's type, default and bounds (a plain class: a dataclass exec()s its
+    methods' source at every start)."""
+
+    __slots__ = ("type", "broker", "default", "at_least", "bounds", "bounds_if_set", "choices")
+
+    def __init__(self, type: str, broker: str | None = None, default: str | None = None,
+                 at_least: int | None = None, bounds: tuple = (None, None),
+                 bounds_if_set: bool = False, choices: tuple = ()) -> None:
+        self.type = type
+        #: the broker setting that gives the default (None: ``default`` below)
+        self.broker = broker
+        self.default = default
+        self.at_least = at_least
+        #: the broker settings bounding the value: (min setting or None, max setting or None)
+        self.bounds = bounds
+        #: bounds checked only when the group sets the config (Kafka's assignment intervals)
+        self.bounds_if_set = bounds_if_set
+        self.choices = choices
 
 
 def _kind(prefix: str, what: str, at_least: int, maximum: bool = True, **kw) -> GroupConfigDef:

@@ -19,9 +19,7 @@ from . import records as rec
 from .context import GroupContext
 from .group import (COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, STABLE,
                     UNKNOWN_MEMBER_ID, GroupMetadata, OffsetAndMetadata)
-from .consumer.group import ConsumerGroup
 from .records import java_length
-from .streams.group import StreamsGroup
 
 
 log = structlog.get_logger("broker.coordinator")
@@ -169,7 +167,7 @@ class OffsetMetadataManager:
                 return E.ILLEGAL_GENERATION, None
             group = self.context.groups[group_id] = GroupMetadata(group_id, self.context.clock())
             return None, group
-        if isinstance(group, (ConsumerGroup, StreamsGroup)):
+        if group.group_type in ("consumer", "streams"):
             if generation < 0 and not group.members:
                 return None, group
             error = group.validate_offset_commit(member_id, instance_id, generation, 9,
@@ -218,7 +216,7 @@ class OffsetMetadataManager:
                 return
             # a simple group: offsets committed without group management
             group = self.context.groups[group_id] = GroupMetadata(group_id, self.context.clock())
-        if isinstance(group, (ConsumerGroup, StreamsGroup)):
+        if group.group_type in ("consumer", "streams"):
             error = (E.COORDINATOR_NOT_AVAILABLE if group.state is DEAD else
                      group.validate_offset_commit(request.member_id or "", instance_id,
                                                   generation, version))
@@ -345,7 +343,7 @@ class OffsetMetadataManager:
             done((E.GROUP_ID_NOT_FOUND, []))
             return
         if group.state is not EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE and \
-                not isinstance(group, StreamsGroup):   # Kafka's validateOffsetDelete
+                group.group_type != "streams":   # Kafka's validateOffsetDelete
             done((E.NON_EMPTY_GROUP, []))
             return
         out = []
@@ -403,7 +401,7 @@ class OffsetMetadataManager:
                 continue
             base = None
             skip_subscribed = False
-            if isinstance(group, (ConsumerGroup, StreamsGroup)):
+            if group.group_type in ("consumer", "streams"):
                 # Kafka's ConsumerGroup: by commit time, never a topic the group subscribes to
                 base = lambda om: om.commit_timestamp  # noqa: E731
                 skip_subscribed = True
@@ -440,8 +438,8 @@ class OffsetMetadataManager:
             all_gone = len(expired) == len(group.offsets) and not group.pending_offset_commits
             if (all_gone and group.state is EMPTY and not group.members
                     and not group.pending_members):
-                if isinstance(group, (ConsumerGroup, StreamsGroup)):
-                    manager = (self.context.streams if isinstance(group, StreamsGroup)
+                if group.group_type in ("consumer", "streams"):
+                    manager = (self.context.streams if group.group_type == "streams"
                                else self.context.consumer)
                     records.extend(manager.group_tombstones(group))
                     group.state = DEAD

@@ -28,16 +28,9 @@ from ...purgatory import DelayedOperationPurgatory, Timer
 from ..common.result import CoordinatorResult, append_error
 from ..common.runtime import NO_PRODUCER_ID, CoordinatorShard
 from . import records as rec
-from .classic.manager import ClassicGroupManager
 from .context import GroupContext, Stats
-from .consumer import records as crec
-from .consumer.group import ConsumerGroup
 from .group import DEAD, EMPTY, GroupMetadata
 from .offsets import OffsetMetadataManager, revive
-from .share import records as srec
-from .share.group import ShareGroup
-from .streams import records as strec
-from .streams.group import StreamsGroup
 
 log = structlog.get_logger("broker.coordinator")
 
@@ -64,13 +57,14 @@ class GroupCoordinatorShard(CoordinatorShard):
         self.new_uuid = new_uuid
         #: topic metadata for consumer groups: get(name), by_id(topic_id), names(), version()
         self.topics = topics
-        self.groups: dict[str, GroupMetadata | ConsumerGroup] = {}
+        #: classic groups (GroupMetadata) and those of the other types (consumer/group.py, ...)
+        self.groups: dict[str, GroupMetadata] = {}
         #: what the managers see of this shard
         self.context = context = GroupContext(
             partition, config, clock, timer, heartbeat_purgatory, rebalance_purgatory, stats,
             new_uuid, topics, self.groups, self.append, self.maybe_drop_transient_group)
         self.offsets = OffsetMetadataManager(context)
-        self.classic = context.classic = ClassicGroupManager(context)
+        context.make_classic = self._make_classic
         #: ``defer(fn)``: the consumer manager's for its bursts of joins (GroupCoordinator)
         self._defer = defer
         #: the managers of consumer, share and streams groups, made when first used
@@ -80,11 +74,21 @@ class GroupCoordinatorShard(CoordinatorShard):
         #: what set_group_hooks gives the share manager: who hears of members leaving
         self._share_listener = None
 
-    # ------------------------------------------------------------ consumer, share and streams
-    # Their managers (and modules: consumer/manager.py with the assignors and the migration
-    # from and to classic groups, share/manager.py, streams/manager.py with the topology) are
-    # made at the first request or record of such a group, so a broker that never sees one
-    # never loads them. Classic groups and offsets are every broker's.
+    # ------------------------------------------------------------ the group types' managers
+    # Each (and its modules: classic/manager.py with its delayed operations, consumer/manager.py
+    # with the assignors and the migration from and to classic groups, share/manager.py,
+    # streams/manager.py with the topology) is made at the first request or record of such a
+    # group, so a broker that never sees one never loads them. Offsets are every broker's.
+
+    @property
+    def classic(self):
+        """The classic groups' manager (classic/manager.py), also the context's: offsets.py
+        checks the members of the groups its commits created with it."""
+        return self.context.classic
+
+    def _make_classic(self):
+        from .classic.manager import ClassicGroupManager
+        return ClassicGroupManager(self.context)
 
     @property
     def consumer(self):
@@ -139,18 +143,12 @@ class GroupCoordinatorShard(CoordinatorShard):
         """Apply one __consumer_offsets record: a live write that was stored, or a replayed one.
         A transactional offset commit (``producer_id`` set) stays pending until its marker."""
         record_type = rec.record_type(key)
-        if record_type in crec.RECORD_TYPES:
-            self.consumer.replay(crec.decode_key(record_type, key), value, replay)
-            return
-        if record_type in srec.RECORD_TYPES:
-            self.share.replay(srec.decode_key(record_type, key), value, replay)
-            return
-        if record_type in strec.RECORD_TYPES:
-            self.streams.replay(strec.decode_key(record_type, key), value, replay)
+        if record_type > rec.GROUP_METADATA_KEY_VERSION:
+            self._replay_other_type(record_type, key, value, replay)
             return
         k = rec.decode_key(key)
         if k is None:
-            return  # a record of another group type (streams groups): not ours
+            return  # a key version this broker does not know: not ours
         if isinstance(k, rec.OffsetKey):
             offset = None if value is None else rec.decode_offset_commit_value(value)
             if producer_id != NO_PRODUCER_ID:
@@ -161,6 +159,20 @@ class GroupCoordinatorShard(CoordinatorShard):
         else:
             metadata = None if value is None else rec.decode_group_metadata_value(value)
             self.classic.replay_group_metadata(k.group, metadata, replay)
+
+    def _replay_other_type(self, record_type: int, key: bytes, value: bytes | None,
+                           replay: bool) -> None:
+        """A consumer, share or streams group's record (their record types follow the classic
+        ones): those modules load with the first such record."""
+        from .consumer import records as crec
+        from .share import records as srec
+        from .streams import records as strec
+        if record_type in crec.RECORD_TYPES:
+            self.consumer.replay(crec.decode_key(record_type, key), value, replay)
+        elif record_type in srec.RECORD_TYPES:
+            self.share.replay(srec.decode_key(record_type, key), value, replay)
+        elif record_type in strec.RECORD_TYPES:
+            self.streams.replay(strec.decode_key(record_type, key), value, replay)
 
     def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
         self.offsets.replay_end_transaction(producer_id, commit)
@@ -199,11 +211,12 @@ class GroupCoordinatorShard(CoordinatorShard):
         if self._consumer is not None:
             self._consumer.joins.abandon(error)
         for group in list(self.groups.values()):
-            if isinstance(group, ConsumerGroup):
+            kind = group.group_type
+            if kind == "consumer":
                 self.consumer.unload_group(group)
-            elif isinstance(group, ShareGroup):
+            elif kind == "share":
                 self.share.unload_group(group)
-            elif isinstance(group, StreamsGroup):
+            elif kind == "streams":
                 self.streams.unload_group(group)
             else:
                 self.classic.unload_group(group, error)
@@ -212,16 +225,11 @@ class GroupCoordinatorShard(CoordinatorShard):
         self.offsets.unload()
 
     def _protocol(self, group):
-        if isinstance(group, ConsumerGroup):
-            return self.consumer
-        if isinstance(group, StreamsGroup):
-            return self.streams
-        return self.share if isinstance(group, ShareGroup) else self.classic
+        return getattr(self, group.group_type)   # classic, consumer, share or streams
 
     def maybe_drop_transient_group(self, group: GroupMetadata) -> None:
         """A group that exists only because a join started it and that holds nothing."""
-        if (group.state is EMPTY and not isinstance(group, (ConsumerGroup, ShareGroup,
-                                                            StreamsGroup))
+        if (group.state is EMPTY and group.group_type == "classic"
                 and not group.members and not group.pending_members
                 and not group.has_offsets() and not group.persisted
                 and self.groups.get(group.group_id) is group):
@@ -234,7 +242,7 @@ class GroupCoordinatorShard(CoordinatorShard):
         for group in self.groups.values():
             if group.state is DEAD:
                 continue
-            group_type = getattr(group, "group_type", "classic")
+            group_type = group.group_type
             if types and group_type not in types:
                 continue
             if states and group.state.value.lower() not in states:
@@ -258,14 +266,8 @@ class GroupCoordinatorShard(CoordinatorShard):
             else:
                 for (topic, partition) in sorted(group.offsets):
                     records.append(rec.offset_commit_tombstone(group_id, topic, partition))
-                if isinstance(group, ConsumerGroup):
-                    records.extend(self.consumer.group_tombstones(group))
-                    group.state = DEAD
-                elif isinstance(group, ShareGroup):
-                    records.extend(self.share.group_tombstones(group))
-                    group.state = DEAD
-                elif isinstance(group, StreamsGroup):
-                    records.extend(self.streams.group_tombstones(group))
+                if group.group_type != "classic":   # consumer, share or streams
+                    records.extend(self._protocol(group).group_tombstones(group))
                     group.state = DEAD
                 else:
                     records.append(rec.group_metadata_tombstone(group_id))

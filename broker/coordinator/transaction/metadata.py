@@ -8,7 +8,6 @@ pending get CONCURRENT_TRANSACTIONS.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, replace
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -65,43 +64,70 @@ def is_epoch_exhausted(epoch: int) -> bool:
     return epoch >= SHORT_MAX - 1
 
 
-@dataclass
-class TxnTransit:
+class _Values:
+    """Equality and repr by the attributes, as a dataclass has them (these are plain classes:
+    a dataclass exec()s its methods' source at every start)."""
+
+    def __eq__(self, other) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return vars(self) == vars(other)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
+
+
+class TxnTransit(_Values):
     """The values a transition writes (TransactionLogValue) and applies once stored."""
 
-    producer_id: int
-    prev_producer_id: int
-    next_producer_id: int
-    producer_epoch: int
-    last_producer_epoch: int
-    txn_timeout_ms: int
-    state: TransactionState
-    partitions: frozenset = frozenset()
-    txn_start_timestamp: int = -1
-    txn_last_update_timestamp: int = -1
-    client_transaction_version: int = 0
+    def __init__(self, producer_id: int, prev_producer_id: int, next_producer_id: int,
+                 producer_epoch: int, last_producer_epoch: int, txn_timeout_ms: int,
+                 state: TransactionState, partitions: frozenset = frozenset(),
+                 txn_start_timestamp: int = -1, txn_last_update_timestamp: int = -1,
+                 client_transaction_version: int = 0) -> None:
+        self.producer_id = producer_id
+        self.prev_producer_id = prev_producer_id
+        self.next_producer_id = next_producer_id
+        self.producer_epoch = producer_epoch
+        self.last_producer_epoch = last_producer_epoch
+        self.txn_timeout_ms = txn_timeout_ms
+        self.state = state
+        self.partitions = partitions
+        self.txn_start_timestamp = txn_start_timestamp
+        self.txn_last_update_timestamp = txn_last_update_timestamp
+        self.client_transaction_version = client_transaction_version
 
 
 class IllegalTransition(Exception):
     pass
 
 
-@dataclass
-class TransactionMetadata:
-    transactional_id: str
-    producer_id: int
-    prev_producer_id: int = NO_PRODUCER_ID
-    next_producer_id: int = NO_PRODUCER_ID
-    producer_epoch: int = NO_PRODUCER_EPOCH
-    last_producer_epoch: int = NO_PRODUCER_EPOCH
-    txn_timeout_ms: int = 60000
-    state: TransactionState = TransactionState.EMPTY
-    partitions: set = field(default_factory=set)   # {(topic, partition)}
-    txn_start_timestamp: int = -1
-    txn_last_update_timestamp: int = -1
-    client_transaction_version: int = 0
-    pending_state: TransactionState | None = None
-    has_failed_epoch_fence: bool = False
+class TransactionMetadata(_Values):
+    def __init__(self, transactional_id: str, producer_id: int,
+                 prev_producer_id: int = NO_PRODUCER_ID, next_producer_id: int = NO_PRODUCER_ID,
+                 producer_epoch: int = NO_PRODUCER_EPOCH,
+                 last_producer_epoch: int = NO_PRODUCER_EPOCH, txn_timeout_ms: int = 60000,
+                 state: TransactionState = TransactionState.EMPTY, partitions: set | None = None,
+                 txn_start_timestamp: int = -1, txn_last_update_timestamp: int = -1,
+                 client_transaction_version: int = 0,
+                 pending_state: TransactionState | None = None,
+                 has_failed_epoch_fence: bool = False) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.prev_producer_id = prev_producer_id
+        self.next_producer_id = next_producer_id
+        self.producer_epoch = producer_epoch
+        self.last_producer_epoch = last_producer_epoch
+        self.txn_timeout_ms = txn_timeout_ms
+        self.state = state
+        self.partitions: set = set() if partitions is None else partitions  # {(topic, partition)}
+        self.txn_start_timestamp = txn_start_timestamp
+        self.txn_last_update_timestamp = txn_last_update_timestamp
+        self.client_transaction_version = client_transaction_version
+        self.pending_state = pending_state
+        self.has_failed_epoch_fence = has_failed_epoch_fence
 
     @property
     def pending_transition_in_progress(self) -> bool:
@@ -119,7 +145,7 @@ class TransactionMetadata:
         if self.state not in VALID_PREVIOUS_STATES[state]:
             raise IllegalTransition(
                 f"{self.transactional_id}: {self.state.name} cannot go to {state.name}")
-        transit = TxnTransit(
+        values = dict(
             producer_id=self.producer_id, prev_producer_id=self.producer_id,
             next_producer_id=self.next_producer_id, producer_epoch=self.producer_epoch,
             last_producer_epoch=self.last_producer_epoch, txn_timeout_ms=self.txn_timeout_ms,
@@ -127,7 +153,8 @@ class TransactionMetadata:
             txn_start_timestamp=self.txn_start_timestamp,
             txn_last_update_timestamp=self.txn_last_update_timestamp,
             client_transaction_version=self.client_transaction_version)
-        transit = replace(transit, **changes)
+        values.update(changes)
+        transit = TxnTransit(**values)
         self.pending_state = state
         return transit
 

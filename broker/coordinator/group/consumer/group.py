@@ -325,15 +325,6 @@ class _AssignmentEpochCheck:
         return None
 
 
-class GroupError(Exception):
-    """An error the heartbeat answers with: Kafka's ApiException with its message."""
-
-    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 def new_member_id(value) -> str:
     """A new member id as Kafka's Uuid.toString() writes one: URL-safe base64, no padding."""
     if isinstance(value, uuid.UUID):

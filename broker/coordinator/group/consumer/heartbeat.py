@@ -8,8 +8,9 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 from ...common.result import append_error
+from ..group import GroupError
 from .group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup,
-                    ConsumerGroupMember, GroupError, MemberState)
+                    ConsumerGroupMember, MemberState)
 from .reconciliation import FencedMemberEpoch
 from .subscriptions import validate_regex
 

@@ -22,7 +22,8 @@ import structlog
 from protocol.errors import ErrorCode
 
 from ..group import DEAD
-from .group import ConsumerGroup, ConsumerGroupMember, GroupError
+from ..group import GroupError
+from .group import ConsumerGroup, ConsumerGroupMember
 from .heartbeat import error_answer, failed
 from .subscriptions import topic_metadata
 from .target_assignment import TargetAssignment

@@ -30,12 +30,11 @@ from ...common.result import CoordinatorResult
 from ...common.timer import CoordinatorTimer
 from .. import records as rec
 from ..context import GroupContext
-from ..group import DEAD, GroupMetadata
+from ..group import DEAD, GroupError, GroupMetadata
 from . import records as crec, settings
 from .describe import describe_group
 from .group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroup,
-                    ConsumerGroupMember, GroupError, MemberState, metadata_hash,
-                    new_member_id)
+                    ConsumerGroupMember, MemberState, metadata_hash, new_member_id)
 from .heartbeat import (check_epoch, error_answer, heartbeat_error, is_steady,
                         response_assignment, validate)
 from .join_bursts import JoinBursts, Postponed

@@ -26,10 +26,9 @@ from protocol.errors import ErrorCode
 
 from .. import records as rec
 from ..context import GroupContext
-from ..group import CONSUMER_PROTOCOL_TYPE, GroupMetadata, MemberMetadata
+from ..group import CONSUMER_PROTOCOL_TYPE, GroupError, GroupMetadata, MemberMetadata
 from . import records as crec
-from .group import (ConsumerGroup, ConsumerGroupMember, GroupError, MemberState,
-                    metadata_hash, new_member_id)
+from .group import ConsumerGroup, ConsumerGroupMember, MemberState, metadata_hash, new_member_id
 
 
 

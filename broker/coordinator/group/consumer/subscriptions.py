@@ -11,7 +11,8 @@ from functools import lru_cache
 from protocol.errors import ErrorCode
 
 from . import records as crec
-from .group import ConsumerGroup, GroupError
+from ..group import GroupError
+from .group import ConsumerGroup
 
 
 def resolve_regexes(topics, group: ConsumerGroup, member, updated, records: list, now: int,

@@ -15,7 +15,8 @@ from ..context import GroupContext
 from . import records as crec, settings
 from .assignors import (ASSIGNORS, HETEROGENEOUS, HOMOGENEOUS, GroupSpec,
                         MemberSubscription, TopicDescriber)
-from .group import ConsumerGroup, GroupError
+from ..group import GroupError
+from .group import ConsumerGroup
 from .subscriptions import topic_metadata
 
 log = structlog.get_logger("broker.coordinator")

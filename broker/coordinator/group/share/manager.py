@@ -22,7 +22,8 @@ from protocol.errors import ErrorCode
 
 from ...common.result import CoordinatorResult
 from ...common.timer import CoordinatorTimer
-from ..consumer.group import ConsumerGroupMember, GroupError, metadata_hash
+from ..consumer.group import ConsumerGroupMember, metadata_hash
+from ..group import GroupError
 from ..consumer.records import assignment_of
 from ..context import GroupContext
 from ..group import DEAD

@@ -17,13 +17,14 @@ import uuid
 
 from protocol import messages as m
 
+from ....topics import SHARE_STATE_TOPIC
 from ...common.hashing import partition_for
 from ..records import RecordError
 from .partition import ACQUIRED, AVAILABLE, SharePartition
 
 _INT16 = struct.Struct(">h")
 SNAPSHOT, UPDATE = 0, 1
-TOPIC = "__share_group_state"
+TOPIC = SHARE_STATE_TOPIC
 
 
 def coordinator_key(group_id: str, topic_id: uuid.UUID, partition: int) -> str:

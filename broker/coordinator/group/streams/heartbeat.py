@@ -8,7 +8,7 @@ from __future__ import annotations
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ..consumer.group import GroupError
+from ..group import GroupError
 from .configured_topology import partition_count
 from .group import ACTIVE, LEAVE_GROUP_STATIC_MEMBER_EPOCH, STANDBY, WARMUP, StreamsGroupMember
 from .topology import TopologyError, validate_request_topology

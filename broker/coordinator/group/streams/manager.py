@@ -31,7 +31,7 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ..consumer.group import GroupError
+from ..group import GroupError
 from ..consumer.reconciliation import FencedMemberEpoch
 from ...common.result import CoordinatorResult
 from ...common.timer import CoordinatorTimer
