@@ -593,8 +593,11 @@ def test_describe_topic_partitions(target, client):
     every = all_topics(client)
     assert visited == [(name, i) for name in sorted(every) for i in range(every[name][1])]
     names, cursor = walk(100, (f"{prefix}-", 5), names=())
-    assert (names[:2], cursor) == ([(a, E.NONE, [0, 1, 2]), (b, E.NONE, [0, 1])], None)
+    assert names[:2] == [(a, E.NONE, [0, 1, 2]), (b, E.NONE, [0, 1])]
     assert all(name > prefix for name, _, _ in names)
+    # other scenarios on the same broker may have made topics after these (txn-..., 100
+    # partitions or more of them): the page then ends with a cursor past b
+    assert cursor is None or cursor[0] > b
 
 
 # ----------------------------------------------------------------------------- ElectLeaders
