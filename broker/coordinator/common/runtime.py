@@ -114,10 +114,16 @@ class CoordinatorShard:
                 self.after_apply()
             else:
                 log.warning("coordinator write failed", partition=self.partition, error=str(exc))
-            if append_future is not None:
-                append_future(exc)
-            if respond is not None:
-                respond(response if exc is None else error_response(exc, response))
+            try:
+                if append_future is not None:
+                    append_future(exc)
+                if respond is not None:
+                    respond(response if exc is None else error_response(exc, response))
+            except Exception:
+                # a bug after the write: said as such, never taken for a failed write (the
+                # caller of persist would otherwise swallow it through done(exc) above)
+                log.exception("completing a stored coordinator write failed",
+                              partition=self.partition)
 
         try:
             if producer is None:

@@ -44,6 +44,25 @@ def test_the_response_goes_out_once_the_records_are_stored_and_applied():
     assert events == [("future", None), ("respond", "answer", [(b"k", b"v")])]
 
 
+def test_an_answer_that_raises_after_the_write_is_logged_not_taken_for_a_failed_write():
+    """The records were stored and applied; a bug in the answer is logged as such (it used to
+    vanish: the exception left through persist, whose caller took it for a refused write and
+    found the write already done)."""
+    from structlog.testing import capture_logs
+    h = Harness()
+    shard = RecordingShard(h.log)
+
+    def respond(answer):
+        raise ValueError("bad answer")
+    with capture_logs() as logs:
+        shard.append(CoordinatorResult([(b"k", b"v")], "answer"), respond,
+                     lambda exc, r: ("failed", r))
+    assert shard.applied == [(b"k", b"v")]
+    events = [(e["event"], e["log_level"]) for e in logs]
+    assert ("completing a stored coordinator write failed", "error") in events
+    assert ("coordinator write failed", "warning") not in events
+
+
 def test_a_failed_write_applies_nothing_and_answers_the_error_answer():
     h = Harness()
     h.log.auto = False
