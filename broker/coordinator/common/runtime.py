@@ -147,7 +147,11 @@ class CoordinatorShard:
             if exc is None:
                 self.replay_end_transaction(producer_id, commit)
                 self.after_apply()
-            on_done(exc)
+            try:
+                on_done(exc)
+            except Exception:  # as in append: not a failed marker write
+                log.exception("completing a stored coordinator marker failed",
+                              partition=self.partition)
 
         try:
             self._persist_marker(self.partition, producer_id, producer_epoch, commit,
