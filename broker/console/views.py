@@ -68,6 +68,7 @@ def kafka_default(setting):
     except (TypeError, ValueError):
         return literal
 
+
 _CONTROL_KEY = struct.Struct(">hh")
 _INT16 = struct.Struct(">h")
 

@@ -23,10 +23,9 @@ from protocol.errors import ErrorCode
 from ...common.result import CoordinatorResult
 from ...common.timer import CoordinatorTimer
 from ..consumer.group import ConsumerGroupMember, metadata_hash
-from ..group import GroupError
 from ..consumer.records import assignment_of
 from ..context import GroupContext
-from ..group import DEAD
+from ..group import DEAD, GroupError
 from . import records as srec
 from .assignor import assign
 from .group import ASSIGNOR_NAME, LEAVE_GROUP_MEMBER_EPOCH, ShareGroup, ShareGroupListener

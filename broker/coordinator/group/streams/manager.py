@@ -31,12 +31,11 @@ import structlog
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-from ..group import GroupError
-from ..consumer.reconciliation import FencedMemberEpoch
 from ...common.result import CoordinatorResult
 from ...common.timer import CoordinatorTimer
+from ..consumer.reconciliation import FencedMemberEpoch
 from ..context import GroupContext
-from ..group import DEAD
+from ..group import DEAD, GroupError
 from . import records as srec, settings
 from .configured_topology import configure_against, topology_metadata_hash
 from .group import (KINDS, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
