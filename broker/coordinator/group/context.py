@@ -61,13 +61,15 @@ class GroupContext:
             self._classic = self.make_classic()
         return self._classic
 
-    def setting(self, group_id: str, name: str, default: int) -> int:
+    def setting(self, group_id: str, name: str) -> int:
         """A group config of ``group_id`` (consumer.session.timeout.ms, share.*, streams.*):
-        the group's own value, else ``default``, the broker's group.* setting (Kafka's
+        the group's own value, else the broker's group.<name> setting (Kafka's
         GroupConfigManager, read per group at each use)."""
         configs = self.group_config(group_id) if self.group_config is not None else None
         value = configs.get(name) if configs else None
-        return default if value is None else int(value)
+        if value is None:
+            return getattr(self.config, "group_" + name.replace(".", "_"))
+        return int(value)
 
 
 class Stats:

@@ -8,15 +8,12 @@ from ..context import GroupContext
 
 
 def session_timeout_ms(context: GroupContext, group_id: str) -> int:
-    return context.setting(group_id, "consumer.session.timeout.ms",
-                           context.config.group_consumer_session_timeout_ms)
+    return context.setting(group_id, "consumer.session.timeout.ms")
 
 
 def heartbeat_interval_ms(context: GroupContext, group_id: str) -> int:
-    return context.setting(group_id, "consumer.heartbeat.interval.ms",
-                           context.config.group_consumer_heartbeat_interval_ms)
+    return context.setting(group_id, "consumer.heartbeat.interval.ms")
 
 
 def assignment_interval_ms(context: GroupContext, group_id: str) -> int:
-    return context.setting(group_id, "consumer.assignment.interval.ms",
-                           context.config.group_consumer_assignment_interval_ms)
+    return context.setting(group_id, "consumer.assignment.interval.ms")

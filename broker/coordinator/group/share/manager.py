@@ -62,12 +62,10 @@ class ShareGroupManager:
         return self.context.topics
 
     def session_timeout_ms(self, group_id: str) -> int:
-        return self.context.setting(group_id, "share.session.timeout.ms",
-                                    self.config.group_share_session_timeout_ms)
+        return self.context.setting(group_id, "share.session.timeout.ms")
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
-        return self.context.setting(group_id, "share.heartbeat.interval.ms",
-                                    self.config.group_share_heartbeat_interval_ms)
+        return self.context.setting(group_id, "share.heartbeat.interval.ms")
 
     def assignment_due(self, group: ShareGroup, group_epoch: int, now: int) -> bool:
         """Kafka's canComputeNextTargetAssignment: the group epoch is ahead of the target and
@@ -75,8 +73,7 @@ class ShareGroupManager:
         then members keep the last target, and a heartbeat after the interval computes it."""
         if group_epoch <= group.assignment_epoch:
             return False
-        interval = self.context.setting(group.group_id, "share.assignment.interval.ms",
-                                        self.config.group_share_assignment_interval_ms)
+        interval = self.context.setting(group.group_id, "share.assignment.interval.ms")
         return (not group.assignment_timestamp or not interval
                 or now >= group.assignment_timestamp + interval)
 

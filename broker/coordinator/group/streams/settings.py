@@ -8,28 +8,23 @@ from ..context import GroupContext
 
 
 def session_timeout_ms(context: GroupContext, group_id: str) -> int:
-    return context.setting(group_id, "streams.session.timeout.ms",
-                           context.config.group_streams_session_timeout_ms)
+    return context.setting(group_id, "streams.session.timeout.ms")
 
 
 def heartbeat_interval_ms(context: GroupContext, group_id: str) -> int:
-    return context.setting(group_id, "streams.heartbeat.interval.ms",
-                           context.config.group_streams_heartbeat_interval_ms)
+    return context.setting(group_id, "streams.heartbeat.interval.ms")
 
 
 def num_standby_replicas(context: GroupContext, group_id: str) -> int:
-    return context.setting(group_id, "streams.num.standby.replicas",
-                           context.config.group_streams_num_standby_replicas)
+    return context.setting(group_id, "streams.num.standby.replicas")
 
 
 def initial_rebalance_delay_ms(context: GroupContext, group_id: str) -> int:
-    return context.setting(group_id, "streams.initial.rebalance.delay.ms",
-                           context.config.group_streams_initial_rebalance_delay_ms)
+    return context.setting(group_id, "streams.initial.rebalance.delay.ms")
 
 
 def assignment_interval_ms(context: GroupContext, group_id: str) -> int:
-    return context.setting(group_id, "streams.assignment.interval.ms",
-                           context.config.group_streams_assignment_interval_ms)
+    return context.setting(group_id, "streams.assignment.interval.ms")
 
 
 def assignment_configs(context: GroupContext, group_id: str) -> dict:
