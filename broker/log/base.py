@@ -35,6 +35,8 @@ from protocol.records import (
     iter_batches,
 )
 
+from ..values import Values
+
 __all__ = [
     "AbortedTxn", "AppendInfo", "InvalidRecordError", "LogConfig", "OffsetOutOfRange",
     "PartitionLog", "TxnIndex", "prepare_append", "validate_batches", "wall_clock_ms",
@@ -81,7 +83,7 @@ class InvalidRecordError(CorruptRecordError):
     the batch's offset range. Plain CorruptRecordError maps to CORRUPT_MESSAGE (2)."""
 
 
-class LogConfig:
+class LogConfig(Values):
     """The topic configs a partition log obeys, named after Kafka's topic-level keys.
 
     Defaults are Kafka's broker defaults. ``-1`` means unlimited for the retention settings;
@@ -119,16 +121,6 @@ class LogConfig:
         #: (and a compacted log's active segment rolls after it)
         self.max_compaction_lag_ms = max_compaction_lag_ms
 
-    def __eq__(self, other) -> bool:
-        if type(other) is not LogConfig:
-            return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        return "LogConfig(" + ", ".join(f"{name}={getattr(self, name)!r}"
-                                        for name in self.__slots__) + ")"
 
     # Kafka's topic config key for each field, for from_topic_config / to_topic_config.
     KAFKA_KEYS = {
@@ -181,7 +173,7 @@ class LogConfig:
 
 
 
-class AppendInfo:
+class AppendInfo(Values):
     """What the Produce response needs from an append."""
 
     __slots__ = ("first_offset", "last_offset", "log_append_time", "log_start_offset",
@@ -199,16 +191,6 @@ class AppendInfo:
         self.size = size  # bytes appended
         self.batch_count = batch_count
 
-    def __eq__(self, other) -> bool:
-        if type(other) is not AppendInfo:
-            return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
-
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        return "AppendInfo(" + ", ".join(f"{name}={getattr(self, name)!r}"
-                                         for name in self.__slots__) + ")"
 
     @property
     def record_count(self) -> int:

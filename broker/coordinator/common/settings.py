@@ -7,23 +7,24 @@ default, and ``from_config`` to read them from the broker's config."""
 from __future__ import annotations
 
 from ...config import kafka_default
+from ...values import Values
 
 
 def settings(*names: str):
     """Class decorator: a class with one slot per Kafka setting name in ``names``, each a
-    keyword of its ``__init__`` defaulting to the broker's default. A plain class rather than a
-    dataclass: making a dataclass exec()s its methods' source at every start."""
+    keyword of its ``__init__`` defaulting to the broker's default; equality and repr from
+    broker/values.py."""
     def make(cls):
         attributes = tuple(name.replace(".", "_") for name in names)
         defaults = {attribute: kafka_default(name) for attribute, name in zip(attributes, names)}
         namespace = {key: value for key, value in vars(cls).items()
                      if key not in ("__dict__", "__weakref__")}
         namespace.update(
-            __slots__=attributes, __init__=_init, __eq__=_eq, __repr__=_repr, __hash__=None,
+            __slots__=attributes, __init__=_init,
             KAFKA_NAMES=dict(zip(attributes, names)), DEFAULTS=defaults,
             TYPES={attribute: _type_of(default) for attribute, default in defaults.items()},
             from_config=classmethod(settings_from))
-        return type(cls.__name__, cls.__bases__, namespace)
+        return type(cls.__name__, (Values,), namespace)
     return make
 
 
@@ -32,17 +33,6 @@ def _init(self, **values) -> None:
         setattr(self, attribute, values.pop(attribute, default))
     if values:
         raise TypeError(f"{type(self).__name__} has no setting {', '.join(sorted(values))}")
-
-
-def _eq(self, other) -> bool:
-    if type(other) is not type(self):
-        return NotImplemented
-    return all(getattr(self, a) == getattr(other, a) for a in self.DEFAULTS)
-
-
-def _repr(self) -> str:
-    fields = ", ".join(f"{a}={getattr(self, a)!r}" for a in self.DEFAULTS)
-    return f"{type(self).__name__}({fields})"
 
 
 def _type_of(default) -> type:

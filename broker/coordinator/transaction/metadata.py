@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import enum
 
+from ...values import Values
+
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 SHORT_MAX = 32767
@@ -64,22 +66,7 @@ def is_epoch_exhausted(epoch: int) -> bool:
     return epoch >= SHORT_MAX - 1
 
 
-class _Values:
-    """Equality and repr by the attributes, as a dataclass has them (these are plain classes:
-    a dataclass exec()s its methods' source at every start)."""
-
-    def __eq__(self, other) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return vars(self) == vars(other)
-
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
-
-
-class TxnTransit(_Values):
+class TxnTransit(Values):
     """The values a transition writes (TransactionLogValue) and applies once stored."""
 
     def __init__(self, producer_id: int, prev_producer_id: int, next_producer_id: int,
@@ -104,7 +91,7 @@ class IllegalTransition(Exception):
     pass
 
 
-class TransactionMetadata(_Values):
+class TransactionMetadata(Values):
     def __init__(self, transactional_id: str, producer_id: int,
                  prev_producer_id: int = NO_PRODUCER_ID, next_producer_id: int = NO_PRODUCER_ID,
                  producer_epoch: int = NO_PRODUCER_EPOCH,
