@@ -8,18 +8,8 @@ import json
 import re
 import time
 
-import pytest
-
 from tests.cli.support import json_lines, kbroker, ok, one_line_error
-from tests.support import BrokerProcess, free_port, unique
-
-
-@pytest.fixture(scope="module")
-def broker():
-    proc = BrokerProcess()
-    proc.start()
-    yield proc
-    proc.stop()
+from tests.support import free_port, unique
 
 
 def test_done_when_sequence(broker):

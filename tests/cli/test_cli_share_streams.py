@@ -7,22 +7,12 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from tests.cli.support import json_lines, kbroker, ok, one_line_error
 from tests.conformance.test_share_group_conformance import alter_group_configs
 from tests.conformance.test_streams_group_conformance import StreamsMember, word_count
-from tests.support import BrokerProcess, RawClient, unique
+from tests.support import RawClient, unique
 
 RECORDS = 10
-
-
-@pytest.fixture(scope="module")
-def broker():
-    proc = BrokerProcess()
-    proc.start()
-    yield proc
-    proc.stop()
 
 
 def _describe(b: str, group: str) -> dict:
