@@ -740,11 +740,17 @@ def read_config_file(path: str) -> dict[str, object]:
     return out
 
 
+def _image_config_name(rest: str) -> str:
+    """A config name from what follows KAFKA_ in a Kafka-image variable, as the image reads it:
+    "_" is ".", "__" is "_" and "___" is "-" (NUM_NETWORK_THREADS -> num.network.threads)."""
+    return rest.lower().replace("___", "\0").replace("__", "\1").replace("_", ".").replace(
+        "\0", "-").replace("\1", "_")
+
+
 def _read_kafka_only(environ, out: dict) -> None:
     """Kafka's own configs that this broker has no setting for, from Kafka-image variables
-    (KAFKA_NUM_NETWORK_THREADS, KAFKA_LOG_RETENTION_HOURS; "_" is ".", "__" is "_" and "___" is
-    "-", as Kafka's image reads them): taken as a server.properties line would be (accepted,
-    described as set, log.retention.hours applied). Other KAFKA_ variables (KAFKA_HEAP_OPTS,
+    (KAFKA_NUM_NETWORK_THREADS, KAFKA_LOG_RETENTION_HOURS): taken as a server.properties line
+    would be (accepted, described as set, log.retention.hours applied). Other KAFKA_ variables (KAFKA_HEAP_OPTS,
     KAFKA_JMX_OPTS) name no config and stay the JVM's. Kafka's catalogue is read only when such
     a variable is there."""
     candidates = {}
@@ -752,8 +758,7 @@ def _read_kafka_only(environ, out: dict) -> None:
         if not env_name.startswith("KAFKA_") or env_name in ENV_ALIASES \
                 or env_name.startswith("KAFKA_LISTENER_NAME_"):
             continue
-        name = env_name[6:].lower().replace("___", "\0").replace("__", "\1").replace(
-            "_", ".").replace("\0", "-").replace("\1", "_")
+        name = _image_config_name(env_name[6:])
         if name not in SETTINGS:
             candidates[name] = value
     if candidates:
@@ -781,16 +786,15 @@ def read_environment(environ=os.environ) -> dict[str, object]:
             value = environ.get(prefix + name.upper().replace(".", "_"))
             if value is not None:
                 out[name] = value
-        # per-listener settings, named as Kafka's container images name them: "_" is ".",
-        # "__" is "_" and "___" is "-" (KAFKA_LISTENER_NAME_SASL__PLAINTEXT_PLAIN_SASL_JAAS_CONFIG);
+        # per-listener settings, named as Kafka's container images name them
+        # (_image_config_name: KAFKA_LISTENER_NAME_SASL__PLAINTEXT_PLAIN_SASL_JAAS_CONFIG);
         # else a listener name with single underscores, the setting matched at the end
         # (KAFKA_LISTENER_NAME_SSL_INTERNAL_SSL_KEYSTORE_LOCATION)
         start = prefix + "LISTENER_NAME_"
         for env_name, value in environ.items():
             if not env_name.startswith(start):
                 continue
-            name = env_name[len(prefix):].lower().replace("___", "\0").replace(
-                "__", "\1").replace("_", ".").replace("\0", "-").replace("\1", "_")
+            name = _image_config_name(env_name[len(prefix):])
             if listener_setting_key(name) is not None:
                 out[name] = value
                 continue
