@@ -423,11 +423,6 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in [
 ]}
 
 
-def kafka_default(name: str):
-    """The default of a setting, by its Kafka name: what the coordinators' settings start from,
-    so that each default is written once, here."""
-    return SETTINGS[name].default
-
 #: settings whose values are secrets: never repeated in an error message or a log line
 SECRET_SETTINGS = {"sasl.jaas.config", "sasl.scram.bootstrap.credentials",
                    "delegation.token.secret.key"}
@@ -464,6 +459,28 @@ def kafka_configs() -> dict[str, list]:
         import json  # noqa: PLC0415 - only when Kafka's catalogue is needed
         _kafka_configs = json.loads(KAFKA_CATALOGUE.read_text())["configs"]
     return _kafka_configs
+
+
+#: Kafka settings its broker-config catalogue does not list: its authorizer's own (the
+#: StandardAuthorizer reads them from server.properties), with the same defaults as here
+KAFKA_AUTHORIZER_SETTINGS = {"super.users", "allow.everyone.if.no.acl.found"}
+
+
+def kafka_default(name: str):
+    """Kafka's default of this broker's setting ``name``, from Kafka's catalogue, parsed as the
+    setting parses values; this broker's own where Kafka's is derived (null in the catalogue,
+    as log.retention.ms from log.retention.hours). KeyError: Kafka has no such setting
+    (metrics.port, console.enable, ...)."""
+    setting = SETTINGS[name]
+    if name in KAFKA_AUTHORIZER_SETTINGS:
+        return setting.default
+    literal = kafka_configs()[name][3]
+    if literal is None:
+        return setting.default
+    try:
+        return setting.parse(literal)
+    except (TypeError, ValueError):
+        return literal
 
 
 def listener_setting_key(name: str):

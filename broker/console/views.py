@@ -14,7 +14,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 from protocol.records import CorruptRecordError, iter_batches
 
-from ..config import SECRET_SETTINGS, SETTINGS, kafka_configs
+from ..config import SECRET_SETTINGS, SETTINGS, kafka_default
 from ..topic_configs import TOPIC_CONFIGS
 from ..log.base import OffsetOutOfRange
 from ..topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
@@ -43,31 +43,6 @@ LAG_SAMPLE_MS = 1000
 #: request-count snapshots kept for rates, and the least time between two
 RATE_SNAPSHOTS = 60
 RATE_SNAPSHOT_MS = 1000
-
-_NOT_KAFKA = object()
-#: Kafka settings its broker-config catalogue does not list: its authorizer's own (the
-#: StandardAuthorizer reads them from server.properties), with the same defaults as here
-AUTHORIZER_SETTINGS = {"super.users", "allow.everyone.if.no.acl.found"}
-
-
-def kafka_default(setting):
-    """Kafka's default of one of this broker's settings, read as this broker reads the setting,
-    from Kafka's catalogue (broker/kafka_broker_configs.json); _NOT_KAFKA for a setting Kafka
-    does not have (metrics.port, console.enable, ...). Where Kafka's default is derived (no
-    literal, as log.retention.ms from log.retention.hours) this broker's is taken as the same."""
-    if setting.name in AUTHORIZER_SETTINGS:
-        return setting.default
-    spec = kafka_configs().get(setting.name)
-    if spec is None:
-        return _NOT_KAFKA
-    literal = spec[3]
-    if literal is None:
-        return setting.default
-    try:
-        return setting.parse(literal)
-    except (TypeError, ValueError):
-        return literal
-
 
 _CONTROL_KEY = struct.Struct(">hh")
 _INT16 = struct.Struct(">h")
@@ -667,8 +642,10 @@ def broker_view(broker, rates: RequestRates, query: dict, actions: bool) -> dict
     settings = []
     for name, setting in SETTINGS.items():
         value = config.values.get(name)
-        kafka = kafka_default(setting)
-        is_kafka = kafka is not _NOT_KAFKA
+        try:
+            kafka, is_kafka = kafka_default(name), True
+        except KeyError:
+            kafka, is_kafka = None, False
         # a secret (passwords of a JAAS config) is shown as set, never its value
         shown = "[hidden]" if name in SECRET_SETTINGS and value else _plain(value)
         settings.append({

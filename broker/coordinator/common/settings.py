@@ -6,7 +6,7 @@ one attribute per name (``group.max.size`` -> ``group_max_size``), defaulting to
 default, and ``from_config`` to read them from the broker's config."""
 from __future__ import annotations
 
-from ...config import kafka_default
+from ...config import SETTINGS
 from ...values import Values
 
 
@@ -16,7 +16,8 @@ def settings(*names: str):
     broker/values.py."""
     def make(cls):
         attributes = tuple(name.replace(".", "_") for name in names)
-        defaults = {attribute: kafka_default(name) for attribute, name in zip(attributes, names)}
+        defaults = {attribute: SETTINGS[name].default
+                    for attribute, name in zip(attributes, names)}
         namespace = {key: value for key, value in vars(cls).items()
                      if key not in ("__dict__", "__weakref__")}
         namespace.update(

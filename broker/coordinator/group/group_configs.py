@@ -17,7 +17,7 @@ from typing import Callable
 
 from protocol.errors import ErrorCode
 
-from ...config import SETTINGS, kafka_configs
+from ...config import kafka_default
 from ...log.files import write_json
 from ...topic_configs import BOOLEAN as BOOLEAN_TYPE, INT as INT_TYPE, type_problem
 
@@ -252,8 +252,7 @@ class GroupConfigs:
         configs: where this broker's default differs (a shorter heartbeat interval, no
         assignment interval) its value shows as a static broker config over Kafka's default,
         what Kafka shows when its server.properties sets the same value."""
-        spec = kafka_configs().get(name)
-        return spec[3] if spec is not None and spec[3] is not None else SETTINGS[name].default
+        return kafka_default(name)
 
     # ------------------------------------------------------------------ storage
     def _save(self) -> None:

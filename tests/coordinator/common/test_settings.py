@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from broker.config import BrokerConfig, kafka_default
+from broker.config import SETTINGS, BrokerConfig
 from broker.coordinator.group.coordinator import CoordinatorConfig
 from broker.coordinator.transaction.coordinator import TransactionConfig
 
 
 def test_defaults_are_kafkas():
     config = TransactionConfig()
-    assert config.transaction_max_timeout_ms == kafka_default("transaction.max.timeout.ms")
+    assert config.transaction_max_timeout_ms == SETTINGS["transaction.max.timeout.ms"].default
     assert config.transaction_partition_verification_enable is True
-    assert CoordinatorConfig().group_max_size == kafka_default("group.max.size")
+    assert CoordinatorConfig().group_max_size == SETTINGS["group.max.size"].default
 
 
 def test_read_by_kafka_or_attribute_name_with_each_defaults_type():
