@@ -332,6 +332,15 @@ def new_member_id(value) -> str:
     return str(value)
 
 
+def can_compute_next_target(group, group_epoch: int, interval_ms: int, now: int) -> bool:
+    """Kafka's canComputeNextTargetAssignment (KIP-1263), for consumer and share groups: the
+    group epoch is ahead of the target assignment, and there was none yet, there is no
+    interval, or the interval has passed since the last one."""
+    return group_epoch > group.assignment_epoch and (
+        not group.assignment_timestamp or not interval_ms
+        or now >= group.assignment_timestamp + interval_ms)
+
+
 def metadata_hash(metadata: dict) -> int:
     """A 64-bit hash of the subscribed topics' ids, names and partition counts (what Kafka 4.1+
     keeps as the group's MetadataHash): a change means a new target assignment."""

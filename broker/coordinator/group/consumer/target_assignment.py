@@ -16,7 +16,7 @@ from . import records as crec, settings
 from .assignors import (ASSIGNORS, HETEROGENEOUS, HOMOGENEOUS, GroupSpec,
                         MemberSubscription, TopicDescriber)
 from ..group import GroupError
-from .group import ConsumerGroup
+from .group import ConsumerGroup, can_compute_next_target
 from .subscriptions import topic_metadata
 
 log = structlog.get_logger("broker.coordinator")
@@ -44,10 +44,8 @@ class TargetAssignment:
     def due(self, group: ConsumerGroup, group_epoch: int, now: int) -> bool:
         """Whether a new target assignment is computed now: the group epoch is ahead of it and
         group.consumer.assignment.interval.ms has passed since the last one."""
-        interval = settings.assignment_interval_ms(self.context, group.group_id)
-        return group_epoch > group.assignment_epoch and (
-            not group.assignment_timestamp or not interval
-            or now >= group.assignment_timestamp + interval)
+        return can_compute_next_target(
+            group, group_epoch, settings.assignment_interval_ms(self.context, group.group_id), now)
 
     def compute(self, group: ConsumerGroup, member, updated, metadata: dict, resolved,
                 group_epoch: int, records: list, now: int) -> dict:

@@ -22,7 +22,7 @@ from protocol.errors import ErrorCode
 
 from ...common.result import CoordinatorResult
 from ...common.timer import CoordinatorTimer
-from ..consumer.group import ConsumerGroupMember, metadata_hash
+from ..consumer.group import ConsumerGroupMember, can_compute_next_target, metadata_hash
 from ..consumer.records import assignment_of
 from ..context import GroupContext
 from ..group import DEAD, GroupError
@@ -66,16 +66,6 @@ class ShareGroupManager:
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
         return self.context.setting(group_id, "share.heartbeat.interval.ms")
-
-    def assignment_due(self, group: ShareGroup, group_epoch: int, now: int) -> bool:
-        """Kafka's canComputeNextTargetAssignment: the group epoch is ahead of the target and
-        share.assignment.interval.ms has passed since the last one (or there was none). Until
-        then members keep the last target, and a heartbeat after the interval computes it."""
-        if group_epoch <= group.assignment_epoch:
-            return False
-        interval = self.context.setting(group.group_id, "share.assignment.interval.ms")
-        return (not group.assignment_timestamp or not interval
-                or now >= group.assignment_timestamp + interval)
 
     # ================================================================== ShareGroupHeartbeat
     def heartbeat(self, request, client_id: str, client_host: str) -> tuple:
@@ -161,7 +151,10 @@ class ShareGroupManager:
                 self.stats.share_group_rebalances_total += 1
         target_epoch = group.assignment_epoch
         target = group.target.get(member_id, {})
-        if self.assignment_due(group, group_epoch, now):
+        # share.assignment.interval.ms: within it members keep the last target, and a heartbeat
+        # after it computes the next one
+        interval = self.context.setting(group_id, "share.assignment.interval.ms")
+        if can_compute_next_target(group, group_epoch, interval, now):
             if metadata is None:
                 metadata = self.topic_metadata(group.subscribed_topic_names(member_id, updated))
             targets = self._compute_target(group, updated, metadata)
