@@ -767,9 +767,9 @@ def _image_config_name(rest: str) -> str:
 def _read_kafka_only(environ, out: dict) -> None:
     """Kafka's own configs that this broker has no setting for, from Kafka-image variables
     (KAFKA_NUM_NETWORK_THREADS, KAFKA_LOG_RETENTION_HOURS): taken as a server.properties line
-    would be (accepted, described as set, log.retention.hours applied). Other KAFKA_ variables (KAFKA_HEAP_OPTS,
-    KAFKA_JMX_OPTS) name no config and stay the JVM's. Kafka's catalogue is read only when such
-    a variable is there."""
+    would be (accepted, described as set, log.retention.hours applied). Other KAFKA_ variables
+    (KAFKA_HEAP_OPTS, KAFKA_JMX_OPTS) name no config and are not read as one. Kafka's catalogue
+    is read only when such a variable is there."""
     candidates = {}
     for env_name, value in environ.items():
         if not env_name.startswith("KAFKA_") or env_name in ENV_ALIASES \
