@@ -801,6 +801,33 @@ def test_a_closed_connection_releases_its_sessions_records(target, connect, grou
     assert time.monotonic() - began < 5
 
 
+def test_a_member_that_left_still_closes_its_session_with_acknowledgements(
+        target, connect, group, one_partition):
+    """A share consumer closing sends its leave heartbeat and then its last acknowledgements
+    at epoch -1 (librdkafka does, in that order). Leaving the group does not end the share
+    session (the group coordinator does not tell the share partitions' leader of it): the
+    acknowledgements apply, and the session closes, releasing only what was not
+    acknowledged."""
+    a = started(connect, group, one_partition)
+    b = ShareConsumer(connect(), group, one_partition)
+    b.heartbeat()
+    b.until_assigned(lambda: b.assigned == {0})
+    produce(connect(), one_partition[0], 4)
+    assert a.fetch_until(4) == [(0, 3, 1)]
+    left = a.heartbeat(-1)
+    assert (left.error_code, left.member_epoch) == (E.NONE, -1)
+    # still a's, after its leave: b acquires nothing
+    assert acquired(b.fetch(max_wait_ms=300)) == []
+    closed = a.acknowledge({0: [(0, 1, [1])]}, epoch=-1)
+    assert closed.error_code == E.NONE, closed
+    assert [(p.partition_index, p.error_code) for t in closed.responses
+            for p in t.partitions] == [(0, E.NONE)]
+    # accepted records are done; the two not acknowledged go to b as second deliveries
+    assert b.fetch_until(2) == [(2, 3, 2)]
+    assert acquired(b.fetch(max_wait_ms=300)) == []
+    assert a.acknowledge({0: [(2, 2, [1])]}, epoch=1).error_code == E.SHARE_SESSION_NOT_FOUND
+
+
 def test_rejoin_with_epoch_zero_keeps_the_member(target, connect, group, topic):
     a = ShareMember(connect(), group, topic)
     a.heartbeat()

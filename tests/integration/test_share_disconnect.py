@@ -12,7 +12,7 @@ from protocol.messages import MetadataRequest
 from broker.testing import EmbeddedBroker
 from tests.conformance import topics
 from tests.conformance.test_share_group_conformance import (
-    ShareConsumer, alter_group_configs, produce)
+    ShareConsumer, acquired, alter_group_configs, produce)
 from tests.support import RawClient, unique
 
 
@@ -74,17 +74,32 @@ def held_with_a_parked_fetch(kb, prefix: str, max_wait_ms: int):
     return a, b
 
 
-def test_a_parked_share_fetch_of_a_member_that_left_acquires_nothing():
-    """``a`` leaves the group (a heartbeat at epoch -1, on another connection, as the Java
-    client's coordinator connection sends it) while its ShareFetch is parked: its session ends
-    and its records are released, which wakes the parked fetch; that fetch must not acquire them
-    again for a member whose session is gone: ``b`` gets them at once, not after the 30 s lock."""
+def test_a_parked_share_fetch_of_a_closed_session_acquires_nothing():
+    """``a``'s share session is closed (a ShareFetch at epoch -1, sent on another connection)
+    while its ShareFetch is parked: its records are released, which wakes the parked fetch; that
+    fetch must not acquire them again for a session that is gone: ``b`` gets them at once, not
+    after the 30 s lock."""
+    with EmbeddedBroker() as kb:
+        a, b = held_with_a_parked_fetch(kb, "share-closed", 30000)
+        closer = ShareConsumer(RawClient(kb.port), a.group, (a.topic, a.topic_id),
+                               member_id=a.member_id)
+        assert closer.fetch(epoch=-1, max_wait_ms=0).error_code == E.NONE
+        assert b.fetch_until(5, timeout=5) == [(0, 4, 2)]
+
+
+def test_a_member_leaving_the_group_keeps_its_session_and_records():
+    """``a`` leaves the group (a heartbeat at epoch -1) while its ShareFetch is parked: as on
+    Kafka, its share session and what it acquired stay until the session closes (a consumer
+    leaves before it sends its last acknowledgements), so ``b`` gets nothing of them."""
     with EmbeddedBroker() as kb:
         a, b = held_with_a_parked_fetch(kb, "share-left", 30000)
         leave = ShareConsumer(RawClient(kb.port), a.group, (a.topic, a.topic_id),
                               member_id=a.member_id)
         assert leave.heartbeat(epoch=-1).error_code == E.NONE
-        assert b.fetch_until(5, timeout=5) == [(0, 4, 2)]
+        opened = b.fetch(max_wait_ms=500)
+        assert opened.error_code == E.NONE and acquired(opened) == []
+        assert kb.call(lambda: kb.broker.shares.sessions.get(a.group, a.member_id)) is not None
+        assert acquired(b.fetch(max_wait_ms=300)) == []
 
 
 def test_a_closed_connection_with_a_parked_share_fetch_releases_within_its_wait():

@@ -107,12 +107,10 @@ class ShareGroup:
 
 
 class ShareGroupListener:
-    """What the share partitions at the leader hear of membership (Kafka's ShareGroupListener):
-    a member that left or was fenced gives its acquired records back; a deleted group loses
-    its share-partition state."""
-
-    def on_member_left(self, group_id: str, member_id: str) -> None:
-        pass
+    """What the share partitions at the leader hear from the group coordinator: a deleted group
+    loses its share-partition state. A member leaving or fenced is not told: its share session
+    (and what it acquired) ends with the session's last request or its connection, as Kafka's
+    share-session cache ends it."""
 
     def on_group_deleted(self, group_id: str) -> None:
         pass

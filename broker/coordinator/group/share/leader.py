@@ -7,7 +7,8 @@ it and starts where the group's ``share.auto.offset.reset`` says (latest by defa
 acquisition locks are one keyed timer entry per share partition (common/timer.py), due at
 its earliest lock; records a lock expiry or a release makes available again wake the parked
 ShareFetches of that partition (``on_available``). The group coordinator tells this object
-when a member leaves or a group is deleted (ShareGroupListener).
+when a group is deleted (ShareGroupListener); a member's leaving is not its business: its
+session ends at epoch -1 or with its connection.
 """
 from __future__ import annotations
 
@@ -242,10 +243,6 @@ class ShareLeader(ShareGroupListener):
             self.release_member(group_id, member_id, list(session.partitions))
 
     # ------------------------------------------------------------------ ShareGroupListener
-    def on_member_left(self, group_id: str, member_id: str) -> None:
-        self.sessions.remove(group_id, member_id)
-        self.release_member(group_id, member_id)
-
     def on_group_deleted(self, group_id: str) -> None:
         self.sessions.remove_group(group_id)
         for key in self.groups.pop(group_id, {}):

@@ -320,9 +320,11 @@ class ShareGroupManager:
             group.metadata_hash = v.metadata_hash
         elif kind == srec.MEMBER_METADATA:
             if v is None:
+                # the member's share sessions and acquired records stay with the leader of its
+                # share partitions until the session closes or its connection does (a consumer
+                # leaves before it sends its last acknowledgements), as on Kafka
                 if group.remove_member(mid) is not None and not replay:
                     self.timer.cancel(("share-session", group_id, mid))
-                    self.listener.on_member_left(group_id, mid)
             else:
                 old = group.members.get(mid) or ConsumerGroupMember(mid)
                 group.update_member(old.replace(

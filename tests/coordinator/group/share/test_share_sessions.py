@@ -1,6 +1,6 @@
 """Share sessions (share/sessions.py) and the share partitions a broker leads (share/leader.py)
-on a fake clock: epochs, the session limit, lock expiry through the keyed timer, members that
-leave, deleted groups, and the group configs a share partition reads."""
+on a fake clock: epochs, the session limit, lock expiry through the keyed timer, deleted groups,
+and the group configs a share partition reads."""
 from __future__ import annotations
 
 import uuid
@@ -87,13 +87,9 @@ def test_reset_lock_duration_and_limits_follow_group_configs():
     assert latest.start_offset == 10 and latest.lock_duration_ms == 30000
 
 
-def test_members_leaving_and_groups_deleted():
+def test_groups_deleted():
     lead, clock, timer, woken = leader()
     sp = lead.partition("g", (T, 0), 0, 0)
-    sp.acquire("m", [LogBatch(0, 4)], 0, 500)
-    lead.sessions.open("g", "m", [(T, 0)])
-    lead.on_member_left("g", "m")
-    assert lead.sessions.get("g", "m") is None and sp.available == 5 and woken == [(T, 0)]
     sp.acquire("n", [LogBatch(0, 4)], 0, 500)
     sp.acknowledge("n", [(0, 4, [A.ACCEPT])], 0)
     lead.on_group_deleted("g")
@@ -151,8 +147,8 @@ def test_a_closed_connection_ends_the_sessions_it_opened_and_releases():
 
 
 def test_a_session_ended_otherwise_is_no_longer_its_connections():
-    """A session closed at epoch -1, replaced at epoch 0 on another connection, or of a member
-    that left is not ended again when the first connection closes."""
+    """A session closed at epoch -1, replaced at epoch 0 on another connection, or of a deleted
+    group is not ended again when the first connection closes."""
     lead, clock, timer, woken = leader()
     lead.sessions.max_sessions = 10
     first, second = object(), object()
@@ -165,8 +161,6 @@ def test_a_session_ended_otherwise_is_no_longer_its_connections():
     assert lead.sessions.get("g", "m") is not None and sp.available == 0
     lead.close_session("g", "m")                        # epoch -1
     assert lead.sessions.by_connection == {} and sp.available == 2
-    lead.sessions.open("g", "x", [(T, 0)], first)
-    lead.on_member_left("g", "x")
     lead.sessions.open("g", "y", [(T, 0)], first)
     lead.on_group_deleted("g")
     assert lead.sessions.by_connection == {} and lead.sessions.sessions == {}
