@@ -192,6 +192,22 @@ def both_assigned(client: RawClient, group: str) -> bool:
         for member in described.members)
 
 
+def what_the_broker_saw(target, group: str) -> dict:
+    """For a failure's message: the group as described, and kbroker's log lines about it."""
+    client = RawClient(target.port, client_id="share-diagnose")
+    try:
+        (described,) = describe(client, group)
+    finally:
+        client.close()
+    log_path = getattr(target.server, "log_path", None)
+    lines = []
+    if log_path:
+        with open(log_path) as log:
+            lines = [line.strip() for line in log if group in line]
+    return {"members": [(m.member_id, m.member_epoch, m.client_id, str(m.assignment))
+                        for m in described.members], "log": lines[-30:]}
+
+
 def test_a_killed_share_consumer_releases_its_records_at_once(target):
     """A share consumer killed (kill -9) while it holds acquired records: the broker sees its
     connection close and ends its share session, releasing the records at once, as Kafka's
@@ -208,6 +224,7 @@ def test_a_killed_share_consumer_releases_its_records_at_once(target):
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(target.port), topic, group],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     other = None
+    seen_by_broker = None
     try:
         line = holder.stdout.readline()
         assert line, f"{target.name}: the holder said nothing: {holder.stderr.read()[-2000:]}"
@@ -239,13 +256,15 @@ def test_a_killed_share_consumer_releases_its_records_at_once(target):
                 seen[msg.offset()] = msg.delivery_count()
                 other.acknowledge(msg, ck.AcknowledgeType.ACCEPT)
         after = time.monotonic() - killed
+        if len(seen) < total:
+            seen_by_broker = what_the_broker_saw(target, group)
     finally:
         if holder.poll() is None:
             holder.kill()
             holder.wait(10)
         if other is not None:
             other.close()
-    assert sorted(seen) == list(range(total)), (target.name, seen, held)
+    assert sorted(seen) == list(range(total)), (target.name, seen, held, seen_by_broker)
     assert {offset: seen[offset] for offset in held} == {offset: 2 for offset in held}, \
         (target.name, seen, held)
     assert after < 10, (target.name, after)     # the lock is 30 s: the disconnect released them

@@ -231,16 +231,18 @@ class ShareLeader(ShareGroupListener):
         if not self.sessions.by_connection:
             return
         for session in self.sessions.opened_by(conn):
-            log.debug("share session ended: its connection closed", group=session.group_id,
-                      member=session.member_id)
-            self.close_session(session.group_id, session.member_id)
+            released = self.close_session(session.group_id, session.member_id)
+            log.info("share session ended: its connection closed", group=session.group_id,
+                     member=session.member_id, released=released)
 
-    def close_session(self, group_id: str, member_id: str) -> None:
+    def close_session(self, group_id: str, member_id: str) -> int:
         """ShareFetch or ShareAcknowledge at epoch -1 was answered: the session goes, and what
-        the member still holds in its partitions is released (Kafka's releaseSession)."""
+        the member still holds in its partitions is released (Kafka's releaseSession).
+        -> the records released."""
         session = self.sessions.remove(group_id, member_id)
-        if session is not None:
-            self.release_member(group_id, member_id, list(session.partitions))
+        if session is None:
+            return 0
+        return self.release_member(group_id, member_id, list(session.partitions))
 
     # ------------------------------------------------------------------ ShareGroupListener
     def on_group_deleted(self, group_id: str) -> None:
