@@ -162,6 +162,59 @@ def test_confluent_share_consumers(target):
           f"{ {w: sum(1 for d in seen.values() for x in d if x[0] == w) for w in 'ab'} }")
 
 
+def test_confluent_acknowledgements_sent_at_close_are_kept(target, capfd):
+    """A confluent-kafka share consumer waits in a long poll, gets records produced meanwhile,
+    accepts them and closes at once: its acknowledgements ride the close (librdkafka sends its
+    leave heartbeat, then a ShareAcknowledge at epoch -1). As on Kafka, they are kept: a
+    consumer of the group that comes after gets none of those records, and the closing one is
+    not told its share session was not found."""
+    import confluent_kafka as ck
+    total = 10
+    admin = RawClient(target.port, client_id="share-admin")
+    topic, group = topics.create_topic(admin, unique("share-close"), 1), unique("share-close-g")
+    assert alter_group_configs(admin, group, ("share.auto.offset.reset", "earliest", 0)) == \
+        (E.NONE, None)
+
+    def consumer(name):
+        c = ck.ShareConsumer({"bootstrap.servers": f"127.0.0.1:{target.port}",
+                              "group.id": group, "share.acknowledgement.mode": "explicit",
+                              "client.id": name})
+        c.subscribe([topic])
+        return c
+
+    first = consumer("ck-first")
+    got = []
+    started = time.monotonic()
+    try:
+        while time.monotonic() - started < 2:      # assigned, fetching, nothing to get
+            assert not list(first.poll(0.2))
+        produce(admin, topic, total)
+        while len(got) < total:
+            assert time.monotonic() - started < 30, (target.name, [m.offset() for m in got])
+            batch = [msg for msg in first.poll(0.2) if msg.error() is None]
+            for msg in batch:
+                first.acknowledge(msg, ck.AcknowledgeType.ACCEPT)
+            got += batch
+    finally:
+        first.close()
+    assert sorted(msg.offset() for msg in got) == list(range(total))
+    closing = capfd.readouterr().err
+    assert "share session was not found" not in closing, (target.name, closing[-2000:])
+    later = consumer("ck-later")
+    again = []
+    try:
+        # a record produced now shows the later consumer was assigned and did fetch
+        produce(admin, topic, 1, start=total)
+        waited = time.monotonic()
+        while not any(offset >= total for offset in again):
+            assert time.monotonic() - waited < 30, (target.name, again)
+            again += [msg.offset() for msg in later.poll(0.2) if msg.error() is None]
+    finally:
+        later.close()
+        admin.close()
+    assert again == [total], (target.name, again)
+
+
 # --------------------------------------------------------------------------- a killed consumer
 
 #: a share consumer in a process of its own: it acquires records, says which, and sits on them
