@@ -5,7 +5,8 @@
 #      the suite waits on sockets, session timeouts and child processes rather than computing, so
 #      three workers finish it in about half the time even on two cores;
 #   2. the tests marked `serial`, alone: they compare timings with Kafka's (which other work on
-#      the machine would distort) or publish fixed host ports (the compose stacks).
+#      the machine would distort) or build the container images once for the session (the
+#      compose stacks: on xdist each worker would build the same tags at once).
 # `python3 -m pytest` alone still runs everything, serially.
 set -uo pipefail
 cd "$(dirname "$0")/.."

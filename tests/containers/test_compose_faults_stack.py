@@ -14,7 +14,8 @@ import yaml
 from tests.containers.engine import Stack, assert_suite_passed
 from tests.support import ROOT, free_port, unique
 
-# runs alone, after the parallel part (tools/run-tests.sh): compose stacks publish fixed host ports
+# runs alone, after the parallel part (tools/run-tests.sh): the images are built once per session,
+# and each xdist worker would build the same tags at once
 pytestmark = [pytest.mark.timeout(900), pytest.mark.serial]
 
 

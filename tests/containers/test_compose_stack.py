@@ -24,7 +24,8 @@ from kafka.admin import NewTopic
 from tests.containers.engine import BROKER_IMAGE, Stack, assert_suite_passed
 from tests.support import free_port, unique
 
-# runs alone, after the parallel part (tools/run-tests.sh): compose stacks publish fixed host ports
+# runs alone, after the parallel part (tools/run-tests.sh): the images are built once per session,
+# and each xdist worker would build the same tags at once
 pytestmark = [pytest.mark.timeout(900), pytest.mark.serial]
 # the data volume of a one-off container that does not start the broker, as tmpfs: no anonymous
 # volume is left behind
