@@ -146,7 +146,7 @@ class ShareLeader(ShareGroupListener):
         """DeleteShareGroupOffsets: forget the group's share partitions of a topic."""
         partitions = self.groups.get(group_id, {})
         keys = [key for key in partitions if key[0] == topic_id]
-        for key in keys:
+        for key in list(keys):  # releasing wakes fetches, which may change what ``keys`` is
             del partitions[key]
             self.timer.cancel(("locks", group_id, key))
             self._store(group_id, key)
@@ -208,11 +208,11 @@ class ShareLeader(ShareGroupListener):
             self.locks_changed(group_id, key)
         return released
 
-    def release_member(self, group_id: str, member_id: str, keys=None) -> int:
-        """Give back what ``member_id`` holds (in ``keys``, else in every partition)."""
+    def release_member(self, group_id: str, member_id: str, keys) -> int:
+        """Give back what ``member_id`` holds in the share partitions ``keys``."""
         released = 0
         partitions = self.groups.get(group_id, {})
-        for key in list(keys if keys is not None else partitions):
+        for key in list(keys):  # releasing wakes fetches, which may change what ``keys`` is
             sp = partitions.get(key)
             if sp is None:
                 continue
@@ -242,7 +242,7 @@ class ShareLeader(ShareGroupListener):
         session = self.sessions.remove(group_id, member_id)
         if session is None:
             return 0
-        return self.release_member(group_id, member_id, list(session.partitions))
+        return self.release_member(group_id, member_id, session.partitions)
 
     # ------------------------------------------------------------------ ShareGroupListener
     def on_group_deleted(self, group_id: str) -> None:

@@ -310,7 +310,8 @@ class SharePartition:
             self._available += 1
 
     def release_member(self, member_id: str) -> int:
-        """A member left or closed its share session: its acquired records are released."""
+        """A member closed its share session (or its connection did): its acquired records
+        are released."""
         released = 0
         self.stored_start_offset = self.start_offset
         self.finished = []
